@@ -1,0 +1,105 @@
+//! The one error type of the crate.
+
+use std::time::Duration;
+
+/// Result alias used throughout `zk_lock`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong while taking, holding or releasing a lock.
+///
+/// Messages are lowercase, name the lock path and say what to do about it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The lock was not granted within the timeout; the queue node was removed.
+    #[error("timed out after {waited:?} waiting for lock `{path}`; raise the timeout or find the holder with `zk-lock inspect {path}`")]
+    Timeout {
+        /// The lock path.
+        path: String,
+        /// How long the acquisition waited.
+        waited: Duration,
+    },
+
+    /// A single attempt (`try_lock`, `timeout = "0s"`) found the lock held by someone else.
+    #[error("lock `{path}` is held by another holder; try again later")]
+    Busy {
+        /// The lock path.
+        path: String,
+    },
+
+    /// The lock was held and then lost; the work done under it is no longer protected.
+    #[error("lock `{path}` was lost: {reason}")]
+    Lost {
+        /// The lock path.
+        path: String,
+        /// Why the lock was lost.
+        reason: LostReason,
+    },
+
+    /// A lock path (or a value rendered into a path template) is not a valid ZooKeeper path.
+    #[error("invalid lock path `{path}`: {reason}")]
+    InvalidPath {
+        /// The offending path, as given.
+        path: String,
+        /// The rule it breaks.
+        reason: String,
+    },
+
+    /// The acquisition could never succeed because the same task already holds a conflicting lock.
+    #[error("acquiring `{path}` would deadlock: {reason}")]
+    WouldDeadlock {
+        /// The lock path.
+        path: String,
+        /// What the task already holds.
+        reason: String,
+    },
+
+    /// No ZooKeeper session could be established.
+    #[error("cannot connect to ZooKeeper at `{connect_string}`: {reason}")]
+    Connect {
+        /// The connect string that was tried.
+        connect_string: String,
+        /// What went wrong.
+        reason: String,
+    },
+
+    /// A ZooKeeper request failed in a way the recipe does not handle itself.
+    #[error("zookeeper request failed: {0}")]
+    Zookeeper(#[from] zookeeper_client::Error),
+}
+
+/// Why a held lock stopped being held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// The ZooKeeper session expired; every ephemeral node of it is gone.
+    SessionExpired,
+    /// The client was closed or failed authentication.
+    SessionClosed,
+    /// The connection has been down longer than the session timeout, so the server has
+    /// most likely expired the session already (Curator's "simulated" loss).
+    ConnectionLost,
+    /// Somebody else deleted the lock node.
+    NodeDeleted,
+}
+
+impl std::fmt::Display for LostReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::SessionExpired => "the zookeeper session expired",
+            Self::SessionClosed => "the zookeeper client was closed",
+            Self::ConnectionLost => "the connection was down longer than the session timeout",
+            Self::NodeDeleted => "the lock node was deleted by someone else",
+        })
+    }
+}
+
+impl Error {
+    pub(crate) fn invalid_path(path: &str, reason: impl Into<String>) -> Self {
+        Self::InvalidPath { path: path.to_owned(), reason: reason.into() }
+    }
+
+    pub(crate) fn lost(path: &str, reason: LostReason) -> Self {
+        Self::Lost { path: path.to_owned(), reason }
+    }
+}
