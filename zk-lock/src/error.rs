@@ -63,6 +63,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// `client = "name"` (or [`named_client`](crate::named_client)) names a client that was
+    /// never installed.
+    #[error("no zookeeper client named `{name}` is installed (installed: {installed}); install it first with `zk_lock::Client::builder(..).install_as(\"{name}\")`")]
+    UnknownClient {
+        /// The name asked for.
+        name: String,
+        /// The names that are installed, comma separated, or `none`.
+        installed: String,
+    },
+
     /// A ZooKeeper request failed in a way the recipe does not handle itself.
     #[error("zookeeper request failed: {0}")]
     Zookeeper(#[from] zookeeper_client::Error),

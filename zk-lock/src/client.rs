@@ -1,0 +1,330 @@
+//! [`Client`]: a ZooKeeper connection that renews its session and carries lock defaults.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex as StdMutex, RwLock, Weak};
+use std::time::Duration;
+
+use zookeeper_client::{CreateMode, Error as ZkError};
+
+use crate::background;
+use crate::error::{Error, Result};
+use crate::hold::Hold;
+use crate::path::validate_lock_path;
+use crate::session::Session;
+
+/// Session timeout asked of the server unless the builder says otherwise.
+pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long connecting may take before it fails with [`Error::Connect`].
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A handle to a ZooKeeper ensemble, shared by every lock made from it.
+///
+/// Cheap to clone. It owns one session at a time: when that session expires, the next
+/// acquisition opens a new one, while guards of the old session report the loss through
+/// [`MutexGuard::lost`](crate::MutexGuard::lost). A session is kept open as long as a guard
+/// acquired on it exists, even if the `Client` itself is dropped.
+///
+/// Get one from [`connect`](crate::connect) or [`ClientBuilder`], or wrap a
+/// [`zookeeper_client::Client`] you made yourself with [`Client::from_zookeeper`].
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<ClientInner>,
+}
+
+struct ClientInner {
+    config: ClientConfig,
+    session: RwLock<Arc<Session>>,
+    renewing: tokio::sync::Mutex<()>,
+    /// Locks held through this client, by lock path and recipe, for re-entrancy.
+    holds: StdMutex<HashMap<String, Weak<Hold>>>,
+}
+
+#[derive(Clone)]
+struct ClientConfig {
+    connect_string: String,
+    session_timeout: Duration,
+    connect_timeout: Duration,
+    namespace: Option<String>,
+    default_timeout: Option<Duration>,
+    auth: Vec<(String, Vec<u8>)>,
+    /// False for a wrapped foreign client, which we cannot reconnect.
+    renewable: bool,
+}
+
+impl Client {
+    /// Starts building a client for `connect_string` (`host:port[,host:port...]`).
+    pub fn builder(connect_string: impl Into<String>) -> ClientBuilder {
+        ClientBuilder::new(connect_string)
+    }
+
+    /// Wraps a session you opened yourself with `zookeeper-client`.
+    ///
+    /// The session lives on the runtime that created it, and it is not renewed after it
+    /// expires: acquisitions then fail with [`Error::Zookeeper`].
+    pub fn from_zookeeper(zk: zookeeper_client::Client) -> Self {
+        let config = ClientConfig {
+            connect_string: String::new(),
+            session_timeout: zk.session_timeout(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            namespace: None,
+            default_timeout: None,
+            auth: Vec::new(),
+            renewable: false,
+        };
+        Self::with_session(config, Session::new(zk))
+    }
+
+    fn with_session(config: ClientConfig, session: Arc<Session>) -> Self {
+        let inner = ClientInner {
+            config,
+            session: RwLock::new(session),
+            renewing: tokio::sync::Mutex::new(()),
+            holds: StdMutex::new(HashMap::new()),
+        };
+        Self { inner: Arc::new(inner) }
+    }
+
+    /// The current ZooKeeper session, for requests of your own.
+    pub fn zookeeper(&self) -> zookeeper_client::Client {
+        self.current_session().zk.clone()
+    }
+
+    /// The acquire timeout used by `lock()`-style calls that do not give one.
+    pub fn default_timeout(&self) -> Option<Duration> {
+        self.inner.config.default_timeout
+    }
+
+    /// The connect string this client was built with (empty for a wrapped foreign client).
+    pub fn connect_string(&self) -> &str {
+        &self.inner.config.connect_string
+    }
+
+    fn current_session(&self) -> Arc<Session> {
+        self.inner.session.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The session new acquisitions should use: the current one, or a new one if it died.
+    pub(crate) async fn session(&self) -> Result<Arc<Session>> {
+        let current = self.current_session();
+        if current.is_usable() || !self.inner.config.renewable {
+            return Ok(current);
+        }
+        let _renewing = self.inner.renewing.lock().await;
+        let current = self.current_session();
+        if current.is_usable() {
+            return Ok(current);
+        }
+        let fresh = open_session(self.inner.config.clone()).await?;
+        *self.inner.session.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
+        Ok(fresh)
+    }
+
+    /// Whether a new session can replace an expired one.
+    pub(crate) fn is_renewable(&self) -> bool {
+        self.inner.config.renewable
+    }
+
+    pub(crate) fn holds(&self) -> std::sync::MutexGuard<'_, HashMap<String, Weak<Hold>>> {
+        self.inner.holds.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let session = self.current_session();
+        f.debug_struct("Client")
+            .field("connect_string", &self.inner.config.connect_string)
+            .field("namespace", &self.inner.config.namespace)
+            .field("session_id", &session.zk.session_id())
+            .field("state", &session.zk.state())
+            .finish()
+    }
+}
+
+/// Builds a [`Client`]: session timeout, namespace, default acquire timeout, authentication.
+///
+/// ```no_run
+/// # async fn demo() -> zk_lock::Result<()> {
+/// use std::time::Duration;
+/// let client = zk_lock::Client::builder("10.0.0.1:2181,10.0.0.2:2181")
+///     .session_timeout(Duration::from_secs(15))
+///     .namespace("/my-service")
+///     .default_timeout(Duration::from_secs(30))
+///     .install()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+#[must_use = "a builder does nothing until `connect`, `install` or `install_as` is awaited"]
+pub struct ClientBuilder {
+    config: ClientConfig,
+}
+
+impl fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("connect_string", &self.config.connect_string)
+            .field("session_timeout", &self.config.session_timeout)
+            .field("namespace", &self.config.namespace)
+            .field("default_timeout", &self.config.default_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientBuilder {
+    /// A builder for `connect_string` with default settings.
+    pub fn new(connect_string: impl Into<String>) -> Self {
+        let config = ClientConfig {
+            connect_string: connect_string.into(),
+            session_timeout: DEFAULT_SESSION_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            namespace: None,
+            default_timeout: None,
+            auth: Vec::new(),
+            renewable: true,
+        };
+        Self { config }
+    }
+
+    /// The session timeout to negotiate (default 10 s). The server clamps it to its own
+    /// `minSessionTimeout`..`maxSessionTimeout`. A lock is reported lost once the connection
+    /// has been down this long.
+    pub fn session_timeout(mut self, timeout: Duration) -> Self {
+        self.config.session_timeout = timeout;
+        self
+    }
+
+    /// How long connecting may take before [`Error::Connect`] (default 15 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.config.connect_timeout = timeout;
+        self
+    }
+
+    /// Puts every lock path under `namespace` (a chroot, like Curator's `namespace`); the
+    /// namespace node is created if missing.
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.config.namespace = Some(namespace.into());
+        self
+    }
+
+    /// The acquire timeout for calls that give none (default: wait forever, like Curator).
+    pub fn default_timeout(mut self, timeout: Duration) -> Self {
+        self.config.default_timeout = Some(timeout);
+        self
+    }
+
+    /// Adds authentication, e.g. `auth("digest", b"user:password")`.
+    pub fn auth(mut self, scheme: impl Into<String>, credentials: impl Into<Vec<u8>>) -> Self {
+        self.config.auth.push((scheme.into(), credentials.into()));
+        self
+    }
+
+    /// Connects, without registering the client anywhere.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Connect`] if no session is established within the connect timeout, and
+    /// [`Error::InvalidPath`] for a bad namespace.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a session opened before cancellation is closed.
+    pub async fn connect(self) -> Result<Client> {
+        let session = open_session(self.config.clone()).await?;
+        Ok(Client::with_session(self.config, session))
+    }
+
+    /// Connects and installs the client as the process-wide default, used by
+    /// [`Mutex::new`](crate::Mutex::new) and the attributes. Replacing a default does not
+    /// disturb locks held through the old one.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is installed unless the connection succeeded.
+    pub async fn install(self) -> Result<Client> {
+        let client = self.connect().await?;
+        crate::registry::install(None, client.clone());
+        Ok(client)
+    }
+
+    /// Connects and installs the client under `name`, for `client = "name"` in the attributes
+    /// and [`named_client`](crate::named_client).
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is installed unless the connection succeeded.
+    pub async fn install_as(self, name: impl Into<String>) -> Result<Client> {
+        let client = self.connect().await?;
+        crate::registry::install(Some(name.into()), client.clone());
+        Ok(client)
+    }
+}
+
+/// Opens a session on the background runtime so it outlives the caller's runtime.
+async fn open_session(config: ClientConfig) -> Result<Arc<Session>> {
+    if let Some(namespace) = &config.namespace {
+        validate_lock_path(namespace)?;
+    }
+    let connect_string = config.connect_string.clone();
+    let connect_timeout = config.connect_timeout;
+    let connecting = background::spawn(async move {
+        let zk = tokio::time::timeout(connect_timeout, connect(&config)).await.map_err(|_| {
+            connect_error(&config.connect_string, format!("no session within {connect_timeout:?}; is the server running?"))
+        })??;
+        Ok::<_, Error>(Session::new(zk))
+    });
+    // Dropping a JoinHandle does not stop its task: abort it if we are cancelled (aborting a
+    // finished task does nothing).
+    let _abort_on_cancel = AbortOnDrop(connecting.abort_handle());
+    connecting.await.map_err(|e| connect_error(&connect_string, format!("connect task failed: {e}")))?
+}
+
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+async fn connect(config: &ClientConfig) -> Result<zookeeper_client::Client> {
+    let mut connector = zookeeper_client::Client::connector().with_session_timeout(config.session_timeout);
+    for (scheme, credentials) in &config.auth {
+        connector = connector.with_auth(scheme, credentials);
+    }
+    let zk = connector
+        .connect(&config.connect_string)
+        .await
+        .map_err(|e| connect_error(&config.connect_string, describe_connect_failure(&e)))?;
+    let Some(namespace) = &config.namespace else { return Ok(zk) };
+    let options = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    match zk.mkdir(namespace, &options).await {
+        Ok(()) | Err(ZkError::NodeExists) => {}
+        Err(e) => return Err(connect_error(&config.connect_string, format!("cannot create namespace `{namespace}`: {e}"))),
+    }
+    zk.chroot(namespace.as_str())
+        .map_err(|_| Error::invalid_path(namespace, "not a valid namespace; use an absolute path like `/my-service`"))
+}
+
+fn describe_connect_failure(error: &ZkError) -> String {
+    match error {
+        ZkError::BadArguments(what) => format!("malformed connect string ({what}); expected `host:port[,host:port...][/chroot]`"),
+        ZkError::NoHosts => "no server answered; is the server running?".to_owned(),
+        ZkError::Timeout => "no session before the session timeout; is the server running?".to_owned(),
+        ZkError::AuthFailed => "authentication failed; check the credentials".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+fn connect_error(connect_string: &str, reason: String) -> Error {
+    Error::Connect { connect_string: connect_string.to_owned(), reason }
+}

@@ -1,0 +1,273 @@
+//! Acquire: join the queue in one round trip, then wait with O(1) work per hand-off.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use zookeeper_client::{Acls, Client as ZkClient, CreateMode, CreateOptions, Error as ZkError, EventType, MultiReadResult};
+
+use super::node_name::{new_protected_prefix, sorted_nodes, SequenceNode};
+use super::pending::{find_protected, PendingNode};
+use super::retry::until_connected;
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::session::Session;
+
+const LOCK_NODE: CreateOptions<'static> = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
+const PARENT_NODE: CreateOptions<'static> = CreateMode::Container.with_acls(Acls::anyone_all());
+
+/// Above this many nodes ahead, checking them one by one in a multi-read costs more than
+/// listing the parent.
+const MAX_PROBED_AT_ONCE: usize = 256;
+
+/// What a recipe asks of the engine.
+pub(crate) struct LockSpec<'a> {
+    /// The lock path, already validated.
+    pub path: &'a str,
+    /// The part of a node name before its sequence: `lock-`, `__READ__`, ...
+    pub lock_name: &'static str,
+    /// Node data: who holds or waits.
+    pub data: &'a [u8],
+    /// The nodes that must be gone before the node at `ours` holds the lock.
+    pub blockers: fn(&[SequenceNode], usize) -> Vec<String>,
+}
+
+/// How long an acquisition may wait.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Wait {
+    /// One attempt: `Busy` if anyone is ahead.
+    Once,
+    Until(Instant),
+    Forever,
+}
+
+impl Wait {
+    pub(crate) fn timeout(timeout: Option<Duration>) -> Self {
+        match timeout {
+            None => Self::Forever,
+            Some(d) if d.is_zero() => Self::Once,
+            Some(d) => Self::Until(Instant::now() + d),
+        }
+    }
+}
+
+/// A granted lock node.
+pub(crate) struct Granted {
+    pub session: Arc<Session>,
+    pub node_path: String,
+    pub token: i64,
+    /// The session's loss count when the lock was granted.
+    pub losses_seen: u64,
+}
+
+/// Why one attempt on one session ended without the lock.
+enum Failed {
+    /// Someone is ahead and the caller allowed one attempt only.
+    Busy,
+    /// The session died while we waited; a new session may succeed.
+    SessionGone,
+    /// Our node disappeared before it was granted; queue again.
+    NodeVanished,
+    Error(Error),
+}
+
+impl From<ZkError> for Failed {
+    fn from(error: ZkError) -> Self {
+        match error {
+            ZkError::SessionExpired | ZkError::ClientClosed => Self::SessionGone,
+            other => Self::Error(other.into()),
+        }
+    }
+}
+
+/// Takes a place in the queue at `spec.path` and waits until the recipe's rule grants it.
+///
+/// Cancel safe: dropping the future removes our node in the background.
+pub(crate) async fn acquire(client: &Client, spec: &LockSpec<'_>, wait: Wait) -> Result<Granted> {
+    let started = Instant::now();
+    loop {
+        let session = client.session().await?;
+        let losses_seen = session.health().losses;
+        let mut pending = PendingNode::new(session.clone(), spec.path, new_protected_prefix());
+        let attempt = attempt(&session.zk, spec, &mut pending, wait);
+        let outcome = match wait {
+            Wait::Until(deadline) => tokio::time::timeout_at(deadline, attempt).await.ok(),
+            Wait::Once | Wait::Forever => Some(attempt.await),
+        };
+        let failed = match outcome {
+            Some(Ok((node_path, token))) => {
+                pending.forget();
+                return Ok(Granted { session, node_path, token, losses_seen });
+            }
+            Some(Err(failed)) => failed,
+            None => {
+                pending.remove().await;
+                return Err(Error::Timeout { path: spec.path.to_owned(), waited: started.elapsed() });
+            }
+        };
+        match failed {
+            Failed::Busy => {
+                pending.remove().await;
+                return Err(Error::Busy { path: spec.path.to_owned() });
+            }
+            Failed::Error(error) => {
+                pending.remove().await;
+                return Err(error);
+            }
+            Failed::NodeVanished => pending.forget(),
+            Failed::SessionGone => {
+                // The node went with the session; queue again on a new one if we can open it.
+                pending.forget();
+                if !client.is_renewable() {
+                    return Err(ZkError::SessionExpired.into());
+                }
+                // Let the session's state catch up with the error, so the client renews it.
+                let _ = until_connected(&session.zk).await;
+            }
+        }
+    }
+}
+
+/// One attempt on one session. Returns the granted node's path and fencing token.
+async fn attempt(
+    zk: &ZkClient,
+    spec: &LockSpec<'_>,
+    pending: &mut PendingNode,
+    wait: Wait,
+) -> std::result::Result<(String, i64), Failed> {
+    let (name, token, children) = join_queue(zk, spec, pending).await?;
+    let nodes = sorted_nodes(children, spec.lock_name);
+    let Some(ours) = nodes.iter().position(|node| node.name == name) else {
+        return Err(Failed::NodeVanished);
+    };
+    let blockers = (spec.blockers)(&nodes, ours);
+    if !blockers.is_empty() {
+        if let Wait::Once = wait {
+            return Err(Failed::Busy);
+        }
+        wait_until_gone(zk, spec.path, blockers).await?;
+    }
+    Ok((format!("{}/{name}", spec.path), token))
+}
+
+/// Creates our node and lists the queue in one round trip: both requests are sent before either
+/// reply is awaited, and the server answers the listing after the create, so it includes our node.
+async fn join_queue(
+    zk: &ZkClient,
+    spec: &LockSpec<'_>,
+    pending: &mut PendingNode,
+) -> std::result::Result<(String, i64, Vec<String>), Failed> {
+    let prefix_path = format!("{}/{}{}", spec.path, pending.prefix(), spec.lock_name);
+    loop {
+        let create = zk.create(&prefix_path, spec.data, &LOCK_NODE);
+        let list = zk.list_children(spec.path);
+        pending.sent();
+        let (created, listed) = tokio::join!(create, list);
+        let (name, token) = match created {
+            Ok((stat, sequence)) => {
+                let name = format!("{}{}{sequence}", pending.prefix(), spec.lock_name);
+                pending.created(name.clone());
+                (name, stat.czxid)
+            }
+            Err(ZkError::NoNode) => {
+                pending.forget();
+                create_parents(zk, spec.path).await?;
+                continue;
+            }
+            Err(ZkError::ConnectionLoss) => {
+                until_connected(zk).await?;
+                match find_protected(zk, spec.path, pending.prefix()).await? {
+                    Some((name, token)) => {
+                        pending.created(name.clone());
+                        (name, token)
+                    }
+                    None => continue,
+                }
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let children = match listed {
+            Ok(children) => children,
+            Err(_) => list_children(zk, spec.path).await?,
+        };
+        return Ok((name, token, children));
+    }
+}
+
+/// Creates the lock path's missing ancestors as container nodes, which the server removes once
+/// they are empty again, so lock paths do not pile up.
+async fn create_parents(zk: &ZkClient, path: &str) -> std::result::Result<(), Failed> {
+    match zk.mkdir(path, &PARENT_NODE).await {
+        Ok(()) | Err(ZkError::NodeExists) => Ok(()),
+        Err(ZkError::NoNode) => Err(Failed::Error(Error::invalid_path(
+            path,
+            "the client's namespace (chroot) node does not exist; create it or use `ClientBuilder::namespace`, which does",
+        ))),
+        Err(error) => Err(error.into()),
+    }
+}
+
+async fn list_children(zk: &ZkClient, path: &str) -> std::result::Result<Vec<String>, ZkError> {
+    loop {
+        match zk.list_children(path).await {
+            Err(ZkError::ConnectionLoss) => until_connected(zk).await?,
+            other => return other,
+        }
+    }
+}
+
+/// Waits until every node in `blockers` (ascending queue order) is gone, watching only the
+/// nearest one. New nodes always queue behind us, so the set only shrinks: no re-listing.
+async fn wait_until_gone(zk: &ZkClient, parent: &str, mut blockers: Vec<String>) -> std::result::Result<(), Failed> {
+    while let Some(nearest) = blockers.last() {
+        let nearest_path = format!("{parent}/{nearest}");
+        // `get_data` rather than `exists`: a watch on a missing node would never fire or go away.
+        match zk.get_and_watch_data(&nearest_path).await {
+            Ok((_, _, watcher)) => {
+                let event = watcher.changed().await;
+                match event.event_type {
+                    EventType::NodeDeleted => {}
+                    EventType::Session if event.session_state.is_terminated() => return Err(Failed::SessionGone),
+                    // Data changed, or a reconnect: watch again.
+                    _ => continue,
+                }
+            }
+            Err(ZkError::NoNode) => {}
+            Err(ZkError::ConnectionLoss) => {
+                until_connected(zk).await?;
+                continue;
+            }
+            Err(error) => return Err(error.into()),
+        }
+        blockers.pop();
+        drop_vanished(zk, parent, &mut blockers).await?;
+    }
+    Ok(())
+}
+
+/// After the nearest node went, checks all the others in one request. When a queue drains in
+/// order they are all gone already, so each hand-off costs one request, not one per node ahead.
+async fn drop_vanished(zk: &ZkClient, parent: &str, blockers: &mut Vec<String>) -> std::result::Result<(), ZkError> {
+    if blockers.is_empty() {
+        return Ok(());
+    }
+    if blockers.len() > MAX_PROBED_AT_ONCE {
+        let children = list_children(zk, parent).await?;
+        let present: std::collections::HashSet<&str> = children.iter().map(String::as_str).collect();
+        blockers.retain(|name| present.contains(name.as_str()));
+        return Ok(());
+    }
+    let results = loop {
+        let mut reader = zk.new_multi_reader();
+        for name in blockers.iter() {
+            reader.add_get_data(&format!("{parent}/{name}"))?;
+        }
+        match reader.commit().await {
+            Err(ZkError::ConnectionLoss) => until_connected(zk).await?,
+            other => break other?,
+        }
+    };
+    let mut results = results.into_iter();
+    blockers.retain(|_| !matches!(results.next(), Some(MultiReadResult::Error { err: ZkError::NoNode })));
+    Ok(())
+}

@@ -1,0 +1,10 @@
+//! The sequence-node engine shared by every recipe: create a node in the queue, list the queue,
+//! wait for the nodes a recipe says must go first, and clean up on every way out.
+
+mod acquire;
+pub(crate) mod node_name;
+mod pending;
+mod retry;
+
+pub(crate) use acquire::{acquire, Granted, LockSpec, Wait};
+pub(crate) use retry::{delete_with_retry, until_connected};

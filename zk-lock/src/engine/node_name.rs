@@ -1,0 +1,120 @@
+//! Lock node names, Curator's layout: `_c_<uuid>-<lock name><10-digit sequence>`.
+//!
+//! Pure functions over child names, so the ordering rules are tested without a server.
+
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Curator's protection marker: a node whose name starts with `_c_<uuid>-` can be found
+/// again after a connection loss hid the reply to its `create`.
+const PROTECTED_MARKER: &str = "_c_";
+
+/// A lock node and its position in the queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SequenceNode {
+    pub name: String,
+    pub sequence: u64,
+}
+
+/// The `_c_<uuid>-` prefix of a new node: a fresh random (version 4) UUID each time.
+pub(crate) fn new_protected_prefix() -> String {
+    format!("{PROTECTED_MARKER}{}-", random_uuid())
+}
+
+/// The sequence number of a node named `..<lock_name><digits>`, as Curator's
+/// `StandardLockInternalsDriver.fixForSorting` reads it (after the last `lock_name`).
+pub(crate) fn sequence_of(name: &str, lock_name: &str) -> Option<u64> {
+    let digits = &name[name.rfind(lock_name)? + lock_name.len()..];
+    if digits.len() < 10 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The lock nodes among `children`, in queue order. Other children (foreign nodes, another
+/// recipe's nodes) take no part in the queue.
+pub(crate) fn sorted_nodes(children: impl IntoIterator<Item = String>, lock_name: &str) -> Vec<SequenceNode> {
+    let mut nodes: Vec<SequenceNode> = children
+        .into_iter()
+        .filter_map(|name| sequence_of(&name, lock_name).map(|sequence| SequenceNode { name, sequence }))
+        .collect();
+    nodes.sort_by_key(|node| node.sequence);
+    nodes
+}
+
+/// Mutex rule: every node ahead of ours must go before we hold the lock.
+pub(crate) fn mutex_blockers(nodes: &[SequenceNode], ours: usize) -> Vec<String> {
+    nodes[..ours].iter().map(|node| node.name.clone()).collect()
+}
+
+fn random_uuid() -> String {
+    let high = random_u64();
+    let low = random_u64();
+    // Version 4 and RFC 4122 variant bits, so the id reads as the UUID Curator would make.
+    let high = (high & !0xf000) | 0x4000;
+    let low = (low & !(0b11 << 62)) | (0b10 << 62);
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        high >> 32,
+        (high >> 16) & 0xffff,
+        high & 0xffff,
+        low >> 48,
+        low & 0xffff_ffff_ffff
+    )
+}
+
+/// Unique, unpredictable 64-bit values without a dependency: std's randomly keyed SipHash over
+/// a process-wide counter, the process id and the clock.
+fn random_u64() -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    RandomState::new().hash_one((COUNTER.fetch_add(1, Ordering::Relaxed), std::process::id(), nanos))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_curator_sequences() {
+        assert_eq!(sequence_of("_c_0f8e7d6c-1b2a-4c3d-8e9f-000000000000-lock-0000000042", "lock-"), Some(42));
+        assert_eq!(sequence_of("lock-0000000007", "lock-"), Some(7));
+        assert_eq!(sequence_of("x-lock-2147483648", "lock-"), Some(2_147_483_648));
+        assert_eq!(sequence_of("x-lock-0000000000000000010", "lock-"), Some(10), "19-digit sequences past i32");
+        assert_eq!(sequence_of("_c_ab-__READ__0000000003", "__READ__"), Some(3));
+        assert_eq!(sequence_of("leases", "lock-"), None);
+        assert_eq!(sequence_of("x-lock-12", "lock-"), None, "too short to be a server sequence");
+        assert_eq!(sequence_of("x-lock-00000000a1", "lock-"), None);
+    }
+
+    #[test]
+    fn sorts_by_sequence_not_by_name() {
+        let children = ["_c_f-lock-0000000003", "_c_a-lock-0000000010", "foreign", "_c_z-lock-0000000001"];
+        let nodes = sorted_nodes(children.map(String::from), "lock-");
+        let sequences: Vec<u64> = nodes.iter().map(|n| n.sequence).collect();
+        assert_eq!(sequences, [1, 3, 10]);
+        assert_eq!(nodes[0].name, "_c_z-lock-0000000001");
+    }
+
+    #[test]
+    fn mutex_waits_for_everything_ahead() {
+        let nodes = sorted_nodes(["a-lock-0000000001", "b-lock-0000000002", "c-lock-0000000003"].map(String::from), "lock-");
+        assert!(mutex_blockers(&nodes, 0).is_empty());
+        assert_eq!(mutex_blockers(&nodes, 2), ["a-lock-0000000001", "b-lock-0000000002"]);
+    }
+
+    #[test]
+    fn protected_prefixes_look_like_curators_and_differ() {
+        let a = new_protected_prefix();
+        let b = new_protected_prefix();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), "_c_".len() + 36 + 1);
+        assert!(a.starts_with("_c_") && a.ends_with('-'));
+        let uuid = &a[3..39];
+        let groups: Vec<usize> = uuid.split('-').map(str::len).collect();
+        assert_eq!(groups, [8, 4, 4, 4, 12]);
+        assert_eq!(&uuid[14..15], "4", "version 4");
+        assert!("89ab".contains(&uuid[19..20]), "RFC 4122 variant");
+    }
+}

@@ -1,0 +1,103 @@
+//! The node of an acquisition that has not been granted yet, and its removal on every way out:
+//! timeout, `Busy`, error, or the acquire future being dropped mid-flight.
+
+use std::sync::Arc;
+
+use zookeeper_client::{Client as ZkClient, Error as ZkError};
+
+use super::retry::{delete_with_retry, until_connected};
+use crate::background;
+use crate::session::Session;
+
+/// Tracks our queue node from the moment its `create` is sent until the lock is granted.
+pub(super) struct PendingNode {
+    session: Arc<Session>,
+    parent: String,
+    /// `_c_<uuid>-`: finds the node when the reply to `create` never arrived.
+    prefix: String,
+    state: State,
+}
+
+enum State {
+    /// No `create` sent yet, or the node is known to be gone.
+    Nothing,
+    /// A `create` was sent; the name is known once its reply arrived.
+    Sent(Option<String>),
+}
+
+impl PendingNode {
+    pub(super) fn new(session: Arc<Session>, parent: &str, prefix: String) -> Self {
+        Self { session, parent: parent.to_owned(), prefix, state: State::Nothing }
+    }
+
+    pub(super) fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    pub(super) fn sent(&mut self) {
+        self.state = State::Sent(None);
+    }
+
+    pub(super) fn created(&mut self, name: String) {
+        self.state = State::Sent(Some(name));
+    }
+
+    /// The node is gone (deleted by someone, or with its session) or is now a held lock.
+    pub(super) fn forget(&mut self) {
+        self.state = State::Nothing;
+    }
+
+    /// Removes the node now, for the error paths that return to the caller.
+    pub(super) async fn remove(&mut self) {
+        if let State::Sent(name) = std::mem::replace(&mut self.state, State::Nothing) {
+            remove_node(self.session.zk.clone(), self.parent.clone(), self.prefix.clone(), name).await;
+        }
+    }
+}
+
+impl Drop for PendingNode {
+    fn drop(&mut self) {
+        // The acquire future was dropped mid-flight: remove the node in the background.
+        if let State::Sent(name) = std::mem::replace(&mut self.state, State::Nothing) {
+            let zk = self.session.zk.clone();
+            background::spawn(remove_node(zk, self.parent.clone(), self.prefix.clone(), name));
+        }
+    }
+}
+
+/// Deletes our node, finding it by its protected prefix if its name never reached us. Gives up
+/// only when the session is gone, which removes the ephemeral node anyway.
+async fn remove_node(zk: ZkClient, parent: String, prefix: String, name: Option<String>) {
+    let name = match name {
+        Some(name) => name,
+        None => match find_protected(&zk, &parent, &prefix).await {
+            Ok(Some((name, _))) => name,
+            _ => return,
+        },
+    };
+    // Ignore the outcome: NoNode means it is already gone, and a dead session took it along.
+    let _ = delete_with_retry(&zk, format!("{parent}/{name}")).await;
+}
+
+/// Looks for the node whose name starts with `prefix` under `parent`: the node a `create`
+/// made before its reply was lost. Returns its name and creation zxid.
+pub(super) async fn find_protected(zk: &ZkClient, parent: &str, prefix: &str) -> Result<Option<(String, i64)>, ZkError> {
+    loop {
+        let children = match zk.list_children(parent).await {
+            Ok(children) => children,
+            Err(ZkError::NoNode) => return Ok(None),
+            Err(ZkError::ConnectionLoss) => {
+                until_connected(zk).await?;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let Some(name) = children.into_iter().find(|child| child.starts_with(prefix)) else { return Ok(None) };
+        match zk.get_data(&format!("{parent}/{name}")).await {
+            Ok((_, stat)) => return Ok(Some((name, stat.czxid))),
+            Err(ZkError::NoNode) => return Ok(None),
+            Err(ZkError::ConnectionLoss) => until_connected(zk).await?,
+            Err(e) => return Err(e),
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! A granted lock node: watched for loss while held, deleted exactly once when let go.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use zookeeper_client::{Client as ZkClient, Error as ZkError, EventType};
+
+use crate::background;
+use crate::client::Client;
+use crate::engine::{delete_with_retry, until_connected, Granted};
+use crate::error::{Error, LostReason, Result};
+use crate::session::Session;
+
+/// One granted lock node, shared by the guards of re-entrant acquisitions: it is deleted when
+/// the last of them is released or dropped.
+pub(crate) struct Hold {
+    client: Client,
+    /// Key in the client's re-entrancy table.
+    key: String,
+    /// The tokio task that acquired it; `None` outside a task (no re-entrancy then).
+    pub owner: Option<tokio::task::Id>,
+    pub path: String,
+    pub node_path: String,
+    pub token: i64,
+    session: Arc<Session>,
+    lost: watch::Receiver<Option<LostReason>>,
+    monitor: JoinHandle<()>,
+    released: AtomicBool,
+}
+
+impl Hold {
+    pub(crate) fn new(client: &Client, key: String, path: &str, granted: Granted) -> Arc<Self> {
+        let (report, lost) = watch::channel(None);
+        let monitor = background::spawn(watch_for_loss(
+            granted.session.clone(),
+            granted.node_path.clone(),
+            granted.losses_seen,
+            report,
+        ));
+        let hold = Arc::new(Self {
+            client: client.clone(),
+            key,
+            owner: tokio::task::try_id(),
+            path: path.to_owned(),
+            node_path: granted.node_path,
+            token: granted.token,
+            session: granted.session,
+            lost,
+            monitor,
+            released: AtomicBool::new(false),
+        });
+        if hold.owner.is_some() {
+            client.holds().insert(hold.key.clone(), Arc::downgrade(&hold));
+        }
+        hold
+    }
+
+    /// The hold this task already has at `key` on `client`, for re-entrant acquisition.
+    pub(crate) fn held_by_current_task(client: &Client, key: &str) -> Option<Arc<Self>> {
+        let task = tokio::task::try_id()?;
+        let hold = client.holds().get(key)?.upgrade()?;
+        (hold.owner == Some(task)).then_some(hold)
+    }
+
+    pub(crate) fn lost_reason(&self) -> Option<LostReason> {
+        *self.lost.borrow()
+    }
+
+    pub(crate) fn is_held(&self) -> bool {
+        !self.released.load(Ordering::Acquire) && self.lost_reason().is_none()
+    }
+
+    pub(crate) fn lost_error(&self, reason: LostReason) -> Error {
+        Error::lost(&self.path, reason)
+    }
+
+    /// Resolves when the lock is lost; never, if it is released first.
+    pub(crate) fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
+        let mut lost = self.lost.clone();
+        async move {
+            let reason = lost.wait_for(Option::is_some).await.ok().and_then(|reason| *reason);
+            match reason {
+                Some(reason) => reason,
+                None => std::future::pending().await,
+            }
+        }
+    }
+
+    /// Deletes the node now and reports whether the lock was still ours.
+    pub(crate) async fn release(self) -> Result<()> {
+        let delete = self.start_release();
+        if let Some(reason) = self.lost_reason() {
+            return Err(self.lost_error(reason));
+        }
+        match delete {
+            Some(delete) => match delete.await {
+                Ok(()) => Ok(()),
+                Err(ZkError::NoNode) => Err(self.lost_error(LostReason::NodeDeleted)),
+                Err(ZkError::SessionExpired) => Err(self.lost_error(LostReason::SessionExpired)),
+                Err(ZkError::ClientClosed | ZkError::AuthFailed) => Err(self.lost_error(LostReason::SessionClosed)),
+                Err(other) => Err(other.into()),
+            },
+            None => Ok(()),
+        }
+    }
+
+    /// Marks the hold released, stops the loss watch and sends the delete; the returned future
+    /// waits for its reply. `None` if it was released before.
+    fn start_release(&self) -> Option<impl Future<Output = std::result::Result<(), ZkError>> + Send + 'static> {
+        if self.released.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        // Stop watching first, so our own delete is not taken for a loss.
+        self.monitor.abort();
+        let mut holds = self.client.holds();
+        if holds.get(&self.key).is_some_and(|entry| std::ptr::eq(entry.as_ptr(), self)) {
+            holds.remove(&self.key);
+        }
+        drop(holds);
+        Some(delete_with_retry(&self.session.zk, self.node_path.clone()))
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        // The delete request is sent here, in order; its reply is awaited in the background.
+        if let Some(delete) = self.start_release() {
+            if self.lost_reason().is_none() {
+                background::spawn(async move {
+                    let _ = delete.await;
+                });
+            }
+        }
+    }
+}
+
+/// Reports the first loss: the session's, or the deletion of our node by someone else.
+async fn watch_for_loss(
+    session: Arc<Session>,
+    node_path: String,
+    losses_seen: u64,
+    report: watch::Sender<Option<LostReason>>,
+) {
+    let reason = tokio::select! {
+        reason = session.lost_after(losses_seen) => reason,
+        reason = node_deleted(&session.zk, &node_path) => reason,
+    };
+    report.send_replace(Some(reason));
+}
+
+/// Resolves if our node is deleted. Session trouble is left to the session's own watch.
+async fn node_deleted(zk: &ZkClient, node_path: &str) -> LostReason {
+    loop {
+        match zk.get_and_watch_data(node_path).await {
+            Ok((_, _, watcher)) => {
+                let event = watcher.changed().await;
+                if event.event_type == EventType::NodeDeleted {
+                    return LostReason::NodeDeleted;
+                }
+                if event.session_state.is_terminated() {
+                    return std::future::pending().await;
+                }
+            }
+            Err(ZkError::NoNode) => return LostReason::NodeDeleted,
+            Err(ZkError::ConnectionLoss) => {
+                if until_connected(zk).await.is_err() {
+                    return std::future::pending().await;
+                }
+            }
+            Err(_) => return std::future::pending().await,
+        }
+    }
+}

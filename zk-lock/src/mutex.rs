@@ -1,0 +1,223 @@
+//! [`Mutex`]: Curator's `InterProcessMutex`, re-entrant per tokio task.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::engine::{acquire, node_name::mutex_blockers, LockSpec, Wait};
+use crate::error::{LostReason, Result};
+use crate::hold::Hold;
+use crate::holder::describe_current_holder;
+use crate::path::validate_lock_path;
+use crate::registry;
+
+/// Curator's node name for `InterProcessMutex`: `_c_<uuid>-lock-<sequence>`.
+const LOCK_NAME: &str = "lock-";
+
+/// A distributed mutual-exclusion lock at a ZooKeeper path, compatible with Curator's
+/// `InterProcessMutex`: Rust and Java processes using the same path exclude each other.
+///
+/// Waiters are served in the order they queued (fair). The lock is re-entrant per tokio task:
+/// a task that holds it and locks it again through the same [`Client`] gets a new guard at
+/// once, without a new node; the node is deleted when the last of its guards goes.
+///
+/// ```no_run
+/// # async fn demo() -> zk_lock::Result<()> {
+/// let mutex = zk_lock::Mutex::new("/locks/orders");
+/// let guard = mutex.lock().await?;
+/// // ... work that must not run twice at once, anywhere ...
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Mutex {
+    client: Option<Client>,
+    path: String,
+    data: Option<Vec<u8>>,
+}
+
+impl Mutex {
+    /// A mutex at `path`, on the registry's default client.
+    ///
+    /// The path is checked when locking: an invalid one makes every lock call fail with
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath).
+    pub fn new(path: impl Into<String>) -> Self {
+        Self { client: None, path: path.into(), data: None }
+    }
+
+    /// A mutex at `path` on `client`.
+    pub fn with_client(client: &Client, path: impl Into<String>) -> Self {
+        Self { client: Some(client.clone()), path: path.into(), data: None }
+    }
+
+    /// Sets the data of this mutex's lock nodes (default: `host=.. pid=.. task=..`).
+    #[must_use]
+    pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Self {
+        self.data = Some(data.into());
+        self
+    }
+
+    /// The lock path.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Waits for the lock, for at most the client's default timeout (none unless configured:
+    /// then it waits as long as it takes, like Curator's `acquire()`).
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::InvalidPath`](crate::Error::InvalidPath) if the path is not a valid lock path.
+    /// - [`Error::Timeout`](crate::Error::Timeout) if the client's default timeout passed first.
+    /// - [`Error::Lost`](crate::Error::Lost) if this task already holds the lock and it was lost.
+    /// - [`Error::Connect`](crate::Error::Connect) or [`Error::Zookeeper`](crate::Error::Zookeeper)
+    ///   if ZooKeeper cannot be reached or refuses a request.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future at any point removes its queue node (in the background),
+    /// and no lock is held.
+    pub async fn lock(&self) -> Result<MutexGuard> {
+        let client = self.client().await?;
+        self.acquire(&client, Wait::timeout(client.default_timeout())).await
+    }
+
+    /// Waits for the lock for at most `timeout`; a zero timeout makes one attempt, like
+    /// [`try_lock`](Self::try_lock).
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock), with [`Error::Timeout`](crate::Error::Timeout) after `timeout`
+    /// (or [`Error::Busy`](crate::Error::Busy) for a zero timeout). The queue node is deleted
+    /// before the error is returned.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`lock`](Self::lock).
+    pub async fn lock_timeout(&self, timeout: Duration) -> Result<MutexGuard> {
+        let client = self.client().await?;
+        self.acquire(&client, Wait::timeout(Some(timeout))).await
+    }
+
+    /// Takes the lock if nobody holds it or waits for it, in one round trip.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Busy`](crate::Error::Busy) if someone is ahead (the queue node is deleted before
+    /// the error is returned), otherwise as [`lock`](Self::lock).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`lock`](Self::lock).
+    pub async fn try_lock(&self) -> Result<MutexGuard> {
+        let client = self.client().await?;
+        self.acquire(&client, Wait::Once).await
+    }
+
+    async fn client(&self) -> Result<Client> {
+        match &self.client {
+            Some(client) => Ok(client.clone()),
+            None => registry::default_client().await,
+        }
+    }
+
+    async fn acquire(&self, client: &Client, wait: Wait) -> Result<MutexGuard> {
+        validate_lock_path(&self.path)?;
+        let key = format!("mutex {}", self.path);
+        if let Some(hold) = Hold::held_by_current_task(client, &key) {
+            return match hold.lost_reason() {
+                Some(reason) => Err(hold.lost_error(reason)),
+                None => Ok(MutexGuard { hold }),
+            };
+        }
+        let data = self.data.clone().unwrap_or_else(describe_current_holder);
+        let spec = LockSpec { path: &self.path, lock_name: LOCK_NAME, data: &data, blockers: mutex_blockers };
+        let granted = acquire(client, &spec, wait).await?;
+        Ok(MutexGuard { hold: Hold::new(client, key, &self.path, granted) })
+    }
+}
+
+impl fmt::Debug for Mutex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Mutex").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+/// Proof that this task holds a [`Mutex`].
+///
+/// Release it with [`release`](Self::release) to learn whether the lock was still held until
+/// then. Dropping it instead deletes the lock node in the background (the delete request is
+/// sent before `drop` returns), which also covers cancellation and panics.
+#[must_use = "the lock is released as soon as the guard is dropped"]
+#[clippy::has_significant_drop]
+pub struct MutexGuard {
+    hold: Arc<Hold>,
+}
+
+impl MutexGuard {
+    /// Releases the lock and waits until ZooKeeper confirmed the delete. Releasing a re-entrant
+    /// acquisition only gives up that level; the node goes with the outermost one.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Lost`](crate::Error::Lost) if the lock had been lost before the release: the
+    /// work done under it may have overlapped with another holder's.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the delete is sent before the first await and retried in the background.
+    pub async fn release(self) -> Result<()> {
+        match Arc::try_unwrap(self.hold) {
+            Ok(hold) => hold.release().await,
+            Err(shared) => match shared.lost_reason() {
+                Some(reason) => Err(shared.lost_error(reason)),
+                None => Ok(()),
+            },
+        }
+    }
+
+    /// The fencing token: the lock node's creation zxid. It grows with every grant of every lock
+    /// on the ensemble, so a store that remembers the largest token it has seen can refuse writes
+    /// from a holder that lost the lock without knowing it.
+    pub fn fencing_token(&self) -> i64 {
+        self.hold.token
+    }
+
+    /// The full path of the lock node, `<path>/_c_<uuid>-lock-<sequence>`.
+    pub fn node_path(&self) -> &str {
+        &self.hold.node_path
+    }
+
+    /// The lock path.
+    pub fn path(&self) -> &str {
+        &self.hold.path
+    }
+
+    /// Whether the lock is still held: not released, and not lost to a session expiry, a long
+    /// disconnection or a deletion of the node by someone else.
+    pub fn is_held(&self) -> bool {
+        self.hold.is_held()
+    }
+
+    /// Resolves when the lock is lost, with the reason; never, if it is released first. Race it
+    /// against the work done under the lock to stop that work when the lock goes.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes.
+    pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
+        self.hold.lost()
+    }
+}
+
+impl fmt::Debug for MutexGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MutexGuard")
+            .field("node_path", &self.hold.node_path)
+            .field("fencing_token", &self.hold.token)
+            .field("is_held", &self.is_held())
+            .finish()
+    }
+}

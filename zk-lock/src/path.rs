@@ -1,0 +1,136 @@
+//! Lock path rules: what ZooKeeper accepts, minus what would make a lock ambiguous.
+
+use crate::error::{Error, Result};
+
+/// The longest lock path accepted, in bytes. ZooKeeper itself only limits whole packets
+/// (`jute.maxbuffer`); lock nodes add about 50 bytes to the path, and a bound keeps a
+/// runaway rendered value from turning into a megabyte-long request.
+pub const MAX_PATH_LEN: usize = 1024;
+
+/// Checks that `path` can be used as a lock path.
+///
+/// # Errors
+///
+/// [`Error::InvalidPath`] naming the path and the rule it breaks: it must be absolute, must not
+/// be `/` itself, must not end with `/`, contain an empty, `.` or `..` segment, lie under
+/// `/zookeeper`, contain characters ZooKeeper rejects, or be longer than [`MAX_PATH_LEN`] bytes.
+pub fn validate_lock_path(path: &str) -> Result<()> {
+    let fail = |reason: &str| Err(Error::invalid_path(path, reason));
+    if path.is_empty() {
+        return fail("the path is empty; lock paths are absolute, like `/locks/orders`");
+    }
+    if !path.starts_with('/') {
+        return fail("lock paths must start with `/`, like `/locks/orders`");
+    }
+    if path == "/" {
+        return fail("the root `/` cannot be a lock path; use a node below it, like `/locks/orders`");
+    }
+    if path.len() > MAX_PATH_LEN {
+        return fail(&format!("the path is {} bytes long; at most {MAX_PATH_LEN} are allowed", path.len()));
+    }
+    if path.ends_with('/') {
+        return fail("lock paths must not end with `/`");
+    }
+    if path == "/zookeeper" || path.starts_with("/zookeeper/") {
+        return fail("`/zookeeper` is reserved by ZooKeeper; choose another top-level node");
+    }
+    for segment in path[1..].split('/') {
+        if let Err(reason) = check_segment(segment) {
+            return fail(&reason);
+        }
+    }
+    Ok(())
+}
+
+/// Checks a value rendered into one segment of a path template (`/product_<id>`), so that a
+/// value can never change the shape of the path and select a different lock.
+///
+/// # Errors
+///
+/// [`Error::InvalidPath`] naming the rendered `path` when the value is empty, `.` or `..`,
+/// contains `/`, or contains characters ZooKeeper rejects.
+pub fn validate_rendered_value(path: &str, placeholder: &str, value: &str) -> Result<()> {
+    let rule = if value.contains('/') {
+        Some(format!("the value of `<{placeholder}>` is `{value}`, which contains `/`; rendered values must stay inside one path segment"))
+    } else {
+        check_segment(value)
+            .err()
+            .map(|reason| format!("the value of `<{placeholder}>` breaks a path rule: {reason}"))
+    };
+    match rule {
+        Some(reason) => Err(Error::invalid_path(path, reason)),
+        None => Ok(()),
+    }
+}
+
+fn check_segment(segment: &str) -> std::result::Result<(), String> {
+    match segment {
+        "" => Err("empty segment (`//` or an empty value); every segment needs a name".into()),
+        "." | ".." => Err(format!("`{segment}` segments are not allowed; ZooKeeper paths have no relative parts")),
+        _ => match segment.chars().find(|&c| is_rejected_char(c)) {
+            Some(c) => Err(format!(
+                "character {c:?} (U+{:04X}) is not allowed; ZooKeeper rejects control, surrogate and private-use characters",
+                u32::from(c)
+            )),
+            None => Ok(()),
+        },
+    }
+}
+
+/// The characters ZooKeeper's `PathUtils.validatePath` rejects.
+fn is_rejected_char(c: char) -> bool {
+    matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..='\u{ffff}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reason(path: &str) -> String {
+        match validate_lock_path(path) {
+            Err(Error::InvalidPath { path: p, reason }) => {
+                assert_eq!(p, path, "the error names the path");
+                reason
+            }
+            other => panic!("expected InvalidPath for {path:?}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn accepts_ordinary_paths() {
+        for path in ["/a", "/locks/orders", "/product_42", "/a/b-c/d.e/_f", "/锁/订单", "/..a", "/a.."] {
+            validate_lock_path(path).unwrap_or_else(|e| panic!("{path} rejected: {e}"));
+        }
+    }
+
+    #[test]
+    fn rejects_each_rule_with_its_reason() {
+        assert!(reason("").contains("empty"));
+        assert!(reason("locks/a").contains("must start with `/`"));
+        assert!(reason("/").contains("root"));
+        assert!(reason("/a/").contains("must not end with `/`"));
+        assert!(reason("/a//b").contains("empty segment"));
+        assert!(reason("/a/./b").contains("`.`"));
+        assert!(reason("/a/..").contains("`..`"));
+        assert!(reason("/zookeeper").contains("reserved"));
+        assert!(reason("/zookeeper/quota").contains("reserved"));
+        assert!(reason("/a\u{0}b").contains("U+0000"));
+        assert!(reason("/a\u{1b}b").contains("U+001B"));
+        assert!(reason("/a\u{e000}").contains("U+E000"));
+        assert!(reason(&format!("/{}", "x".repeat(MAX_PATH_LEN))).contains("at most"));
+    }
+
+    #[test]
+    fn zookeeper_prefix_is_only_reserved_as_a_whole_segment() {
+        validate_lock_path("/zookeeperish").unwrap();
+    }
+
+    #[test]
+    fn rendered_values_cannot_change_the_path_shape() {
+        validate_rendered_value("/p_42", "id", "42").unwrap();
+        for bad in ["", ".", "..", "a/b", "/", "a\nb", "\u{0}"] {
+            let err = validate_rendered_value("/p", "id", bad).unwrap_err();
+            assert!(matches!(&err, Error::InvalidPath { reason, .. } if reason.contains("`<id>`")), "{bad:?}: {err}");
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! The process-wide registry of clients: a default one, created lazily, and named ones.
+
+use std::collections::HashMap;
+use std::sync::{LazyLock, RwLock};
+
+use crate::client::{Client, ClientBuilder};
+use crate::error::{Error, Result};
+
+/// Environment variable read for the default client's connect string when none was installed.
+pub const CONNECT_ENV: &str = "ZK_LOCK_CONNECT";
+/// The connect string of the default client when neither [`connect`] nor [`CONNECT_ENV`] set one.
+pub const DEFAULT_CONNECT_STRING: &str = "127.0.0.1:2181";
+
+#[derive(Default)]
+struct Registry {
+    default: Option<Client>,
+    named: HashMap<String, Client>,
+}
+
+static REGISTRY: LazyLock<RwLock<Registry>> = LazyLock::new(RwLock::default);
+/// Makes concurrent first uses of the default client open one session, not many.
+static DEFAULT_CONNECTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn read() -> std::sync::RwLockReadGuard<'static, Registry> {
+    REGISTRY.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Connects to `connect_string` and installs the result as the default client.
+///
+/// ```no_run
+/// # async fn demo() -> zk_lock::Result<()> {
+/// zk_lock::connect("127.0.0.1:2181").await?;
+/// let guard = zk_lock::Mutex::new("/locks/orders").lock().await?;
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+///
+/// [`Error::Connect`] if no session is established within the connect timeout.
+///
+/// # Cancel safety
+///
+/// Cancel safe: nothing is installed unless the connection succeeded.
+pub async fn connect(connect_string: &str) -> Result<Client> {
+    ClientBuilder::new(connect_string).install().await
+}
+
+/// The default client: the one installed by [`connect`] or [`ClientBuilder::install`], or else
+/// a new one for `$ZK_LOCK_CONNECT` (default `127.0.0.1:2181`), connected on first use.
+///
+/// # Errors
+///
+/// [`Error::Connect`] if the default has to be connected and that fails.
+///
+/// # Cancel safety
+///
+/// Cancel safe.
+pub async fn default_client() -> Result<Client> {
+    if let Some(client) = &read().default {
+        return Ok(client.clone());
+    }
+    let _connecting = DEFAULT_CONNECTING.lock().await;
+    if let Some(client) = &read().default {
+        return Ok(client.clone());
+    }
+    let connect_string = std::env::var(CONNECT_ENV).unwrap_or_else(|_| DEFAULT_CONNECT_STRING.to_owned());
+    ClientBuilder::new(connect_string).install().await
+}
+
+/// The client installed under `name` by [`ClientBuilder::install_as`].
+///
+/// # Errors
+///
+/// [`Error::UnknownClient`] if no client of that name was installed.
+pub fn named_client(name: &str) -> Result<Client> {
+    let registry = read();
+    if let Some(client) = registry.named.get(name) {
+        return Ok(client.clone());
+    }
+    let mut installed: Vec<&str> = registry.named.keys().map(String::as_str).collect();
+    installed.sort_unstable();
+    let installed = if installed.is_empty() { "none".to_owned() } else { installed.join(", ") };
+    Err(Error::UnknownClient { name: name.to_owned(), installed })
+}
+
+/// Installs `client`; a replaced client stays alive for the guards that use it.
+pub(crate) fn install(name: Option<String>, client: Client) {
+    let mut registry = REGISTRY.write().unwrap_or_else(|e| e.into_inner());
+    match name {
+        Some(name) => {
+            registry.named.insert(name, client);
+        }
+        None => registry.default = Some(client),
+    }
+}
