@@ -1,0 +1,555 @@
+//! A real ZooKeeper ensemble of several servers.
+
+use std::ffi::OsStr;
+use std::fmt::Write as _;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use super::four_letter::{four_letter_word, four_letter_word_within};
+use super::java::JavaSetup;
+use super::ports::free_ports;
+use super::probe::{
+    self, StartFailure, LOG_LINES, PROBE_INTERVAL, PROBE_TIMEOUT, REBIND_ATTEMPTS, REBIND_PAUSE,
+    START_TIMEOUT, STOP_GRACE,
+};
+use super::process::{JvmCommand, JvmProcess};
+use super::{tempdir, Result, TestingError};
+
+const MAIN_CLASS: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
+
+/// Whole-cluster attempts with fresh ports when another process takes one of them.
+const PORT_ATTEMPTS: usize = 3;
+
+/// One server of the ensemble; `myid` is its index plus one.
+#[derive(Debug)]
+struct Member {
+    id: usize,
+    dir: PathBuf,
+    data_dir: PathBuf,
+    config: PathBuf,
+    log: PathBuf,
+    client_port: u16,
+    quorum_port: u16,
+    election_port: u16,
+}
+
+impl Member {
+    fn name(&self) -> String {
+        format!("server.{}", self.id)
+    }
+
+    fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.client_port))
+    }
+}
+
+/// A ZooKeeper ensemble of `n` servers (`QuorumPeerMain`) on free loopback ports, each in its
+/// own directory under one temporary directory.
+///
+/// Servers are addressed by index, `0..len()`; server `i` has `myid` `i + 1`. Methods taking an
+/// index panic if it is out of range, like slice indexing. All methods take `&self` and block
+/// until done.
+///
+/// Dropping the cluster kills every server and deletes the directories.
+#[derive(Debug)]
+pub struct TestingCluster {
+    dir: PathBuf,
+    setup: JavaSetup,
+    members: Vec<Member>,
+    /// One slot per member; `None` while it is stopped. A single lock keeps whole-cluster
+    /// operations from interleaving with single-member ones.
+    processes: Mutex<Vec<Option<JvmProcess>>>,
+}
+
+impl TestingCluster {
+    /// Starts an ensemble of `n` servers and waits until every server serves as leader or
+    /// follower, with exactly one leader.
+    ///
+    /// Three servers tolerate one failure; five tolerate two. A JVM takes about a second of CPU,
+    /// so prefer three.
+    ///
+    /// # Errors
+    ///
+    /// As [`TestingServer::start`](super::TestingServer::start); the log quoted is that of the
+    /// first server that did not come up.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `n` is zero.
+    pub fn start(n: usize) -> Result<TestingCluster> {
+        assert!(n > 0, "a zookeeper cluster needs at least one server");
+        let setup = JavaSetup::detect()?;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let cluster = TestingCluster::prepare(setup.clone(), n)?;
+            let launched = {
+                let mut processes = cluster.lock();
+                cluster.launch_all(&mut processes, false)
+            };
+            match launched {
+                Ok(_) => return Ok(cluster),
+                // Dropping `cluster` kills its servers and deletes its directory.
+                Err(failure) if failure.port_taken && attempt < PORT_ATTEMPTS => continue,
+                Err(failure) => return Err(failure.error),
+            }
+        }
+    }
+
+    /// Creates the directories and configurations of `n` servers on free ports.
+    fn prepare(setup: JavaSetup, n: usize) -> Result<TestingCluster> {
+        let ports = free_ports(3 * n)?;
+        let dir = tempdir::create("cluster")?;
+        let members = ports
+            .chunks_exact(3)
+            .enumerate()
+            .map(|(index, ports)| {
+                let member_dir = dir.join(format!("server{}", index + 1));
+                Member {
+                    id: index + 1,
+                    data_dir: member_dir.join("data"),
+                    config: member_dir.join("zoo.cfg"),
+                    log: member_dir.join("zookeeper.log"),
+                    dir: member_dir,
+                    client_port: ports[0],
+                    quorum_port: ports[1],
+                    election_port: ports[2],
+                }
+            })
+            .collect();
+        // From here on, dropping `cluster` deletes the directory.
+        let cluster = TestingCluster {
+            dir,
+            setup,
+            members,
+            processes: Mutex::new((0..n).map(|_| None).collect()),
+        };
+        let servers = cluster
+            .members
+            .iter()
+            .fold(String::new(), |mut lines, member| {
+                let _ = writeln!(
+                    lines,
+                    "server.{}=127.0.0.1:{}:{}",
+                    member.id, member.quorum_port, member.election_port
+                );
+                lines
+            });
+        for member in &cluster.members {
+            let write = |path: &Path, text: &str| {
+                std::fs::write(path, text)
+                    .map_err(|err| TestingError::io(format!("write {}", path.display()), err))
+            };
+            std::fs::create_dir_all(&member.data_dir).map_err(|err| {
+                TestingError::io(format!("create {}", member.data_dir.display()), err)
+            })?;
+            write(&member.data_dir.join("myid"), &format!("{}\n", member.id))?;
+            write(&member.config, &member_config(member, &servers))?;
+        }
+        Ok(cluster)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<Option<JvmProcess>>> {
+        // A panic elsewhere cannot leave the slots half-updated.
+        self.processes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn spawn(&self, index: usize) -> Result<JvmProcess> {
+        let member = &self.members[index];
+        let args: [&OsStr; 1] = [member.config.as_os_str()];
+        JvmProcess::spawn(&JvmCommand {
+            java: &self.setup.java,
+            classpath: &self.setup.classpath,
+            main_class: MAIN_CLASS,
+            args: &args,
+            dir: &member.dir,
+            parent_dir: Some(&self.dir),
+            log: &member.log,
+        })
+    }
+
+    /// Starts every stopped member and waits for the quorum; returns the leader.
+    fn launch_all(
+        &self,
+        processes: &mut [Option<JvmProcess>],
+        rebind: bool,
+    ) -> std::result::Result<usize, StartFailure> {
+        for (index, slot) in processes.iter_mut().enumerate() {
+            if slot.is_none() {
+                *slot = Some(self.spawn(index)?);
+            }
+        }
+        self.wait_for_quorum(processes, rebind)
+    }
+
+    /// Waits until every running member is leader or follower, with exactly one leader.
+    ///
+    /// A member that exits fails the wait, unless `rebind` is set and it could not bind a port:
+    /// then it is started again a few times, in case its previous process's ports were still
+    /// being released.
+    fn wait_for_quorum(
+        &self,
+        processes: &mut [Option<JvmProcess>],
+        rebind: bool,
+    ) -> std::result::Result<usize, StartFailure> {
+        let started = Instant::now();
+        let mut launches = vec![1; processes.len()];
+        loop {
+            let mut leaders = Vec::new();
+            let mut not_ready = None;
+            for (index, slot) in processes.iter_mut().enumerate() {
+                let Some(process) = slot.as_mut() else {
+                    continue;
+                };
+                let member = &self.members[index];
+                if let Some(status) = process.try_wait()? {
+                    let log_tail = process.log_tail(LOG_LINES);
+                    let port_taken = probe::is_bind_failure(&log_tail);
+                    if port_taken && rebind && launches[index] < REBIND_ATTEMPTS {
+                        launches[index] += 1;
+                        std::thread::sleep(REBIND_PAUSE);
+                        *slot = Some(self.spawn(index)?);
+                        not_ready
+                            .get_or_insert((index, "restarting after a port conflict".to_owned()));
+                        continue;
+                    }
+                    return Err(StartFailure {
+                        port_taken,
+                        error: TestingError::Exited {
+                            name: member.name(),
+                            status: status.to_string(),
+                            log: member.log.clone(),
+                            log_tail,
+                        },
+                    });
+                }
+                match probe::serving_mode(member.addr(), &member.data_dir) {
+                    Ok(mode) if mode == "leader" => leaders.push(index),
+                    Ok(mode) if mode == "follower" => {}
+                    Ok(mode) => {
+                        not_ready.get_or_insert((index, format!("{} is {mode}", member.name())));
+                    }
+                    Err(detail) => {
+                        not_ready.get_or_insert((index, format!("{}: {detail}", member.name())));
+                    }
+                }
+            }
+            let problem = match (not_ready, leaders.as_slice()) {
+                (None, [leader]) => return Ok(*leader),
+                (Some(problem), _) => problem,
+                (None, []) => (0, "no running server".to_owned()),
+                (None, [first, ..]) => (*first, format!("{} servers lead", leaders.len())),
+            };
+            if started.elapsed() >= START_TIMEOUT {
+                let (index, detail) = problem;
+                let member = &self.members[index];
+                let log_tail = match &processes[index] {
+                    Some(process) => process.log_tail(LOG_LINES),
+                    None => String::from("(stopped)"),
+                };
+                return Err(StartFailure::from(TestingError::NotServing {
+                    name: member.name(),
+                    waited: started.elapsed(),
+                    detail,
+                    log: member.log.clone(),
+                    log_tail,
+                }));
+            }
+            std::thread::sleep(PROBE_INTERVAL);
+        }
+    }
+
+    /// The connect string of the whole ensemble: `127.0.0.1:P1,127.0.0.1:P2,...`.
+    pub fn connect_string(&self) -> String {
+        let addrs: Vec<String> = self
+            .members
+            .iter()
+            .map(|member| member.addr().to_string())
+            .collect();
+        addrs.join(",")
+    }
+
+    /// The connect string of server `i` alone.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `i >= self.len()`.
+    pub fn server_connect_string(&self, i: usize) -> String {
+        self.members[i].addr().to_string()
+    }
+
+    /// The number of servers, running or not.
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Always `false`: a cluster has at least one server.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// The index of the server that currently leads, asked with `srvr`.
+    ///
+    /// `None` during an election or without a quorum.
+    pub fn leader(&self) -> Option<usize> {
+        let processes = self.lock();
+        self.current_leader(&processes)
+    }
+
+    fn current_leader(&self, processes: &[Option<JvmProcess>]) -> Option<usize> {
+        (0..self.members.len()).find(|&index| {
+            processes[index].is_some()
+                && four_letter_word_within(self.members[index].addr(), "srvr", PROBE_TIMEOUT)
+                    .is_ok_and(|srvr| probe::srvr_mode(&srvr) == Some("leader"))
+        })
+    }
+
+    /// Waits until every running server is leader or follower, with exactly one leader, as after
+    /// [`start`](Self::start); returns the leader's index. Use it after killing servers, to
+    /// wait for the election.
+    ///
+    /// # Errors
+    ///
+    /// [`TestingError::NotServing`] when that does not happen within about thirty seconds (for
+    /// instance because a majority is down); [`TestingError::Exited`] when a server died.
+    pub fn wait_for_leader(&self) -> Result<usize> {
+        let mut processes = self.lock();
+        self.wait_for_quorum(&mut processes, false)
+            .map_err(|failure| failure.error)
+    }
+
+    /// Kills server `i` (`SIGKILL`), as a crash would, and waits until it has exited.
+    ///
+    /// Does nothing if it is not running.
+    ///
+    /// # Errors
+    ///
+    /// [`TestingError::Io`] when the process cannot be signalled or waited for.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `i >= self.len()`.
+    pub fn kill(&self, i: usize) -> Result<()> {
+        let mut processes = self.lock();
+        if let Some(process) = processes[i].as_mut() {
+            process.kill()?;
+        }
+        processes[i] = None;
+        Ok(())
+    }
+
+    /// Stops server `i` gracefully (`SIGTERM`) and waits until it has exited.
+    ///
+    /// Does nothing if it is not running.
+    ///
+    /// # Errors
+    ///
+    /// [`TestingError::Io`] when the process cannot be signalled or waited for.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `i >= self.len()`.
+    pub fn stop(&self, i: usize) -> Result<()> {
+        let mut processes = self.lock();
+        if let Some(process) = processes[i].as_mut() {
+            process.terminate(STOP_GRACE)?;
+        }
+        processes[i] = None;
+        Ok(())
+    }
+
+    /// Starts server `i` again on the same ports and data, and waits until it has rejoined
+    /// the ensemble as leader or follower. A running server is stopped first.
+    ///
+    /// # Errors
+    ///
+    /// [`TestingError::Exited`] or [`TestingError::NotServing`], quoting its log, when it does
+    /// not rejoin, e.g. because the rest of the ensemble has no quorum.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `i >= self.len()`.
+    pub fn restart(&self, i: usize) -> Result<()> {
+        let mut processes = self.lock();
+        if let Some(process) = processes[i].as_mut() {
+            process.terminate(STOP_GRACE)?;
+        }
+        processes[i] = None;
+        let member = &self.members[i];
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut process = self.spawn(i)?;
+            let joined = probe::wait_serving(
+                &member.name(),
+                &mut process,
+                member.addr(),
+                &member.data_dir,
+                |mode| mode == "leader" || mode == "follower",
+            );
+            match joined {
+                Ok(()) => {
+                    processes[i] = Some(process);
+                    return Ok(());
+                }
+                Err(failure) if failure.port_taken && attempt < REBIND_ATTEMPTS => {
+                    std::thread::sleep(REBIND_PAUSE);
+                }
+                Err(failure) => return Err(failure.error),
+            }
+        }
+    }
+
+    /// Kills the current leader (`SIGKILL`) and returns its index. The others elect a new
+    /// leader if they keep a quorum; [`wait_for_leader`](Self::wait_for_leader) waits for it.
+    ///
+    /// # Errors
+    ///
+    /// [`TestingError::NoLeader`] when no running server leads right now;
+    /// [`TestingError::Io`] when the process cannot be killed.
+    pub fn kill_leader(&self) -> Result<usize> {
+        let mut processes = self.lock();
+        let leader = self
+            .current_leader(&processes)
+            .ok_or(TestingError::NoLeader)?;
+        if let Some(process) = processes[leader].as_mut() {
+            process.kill()?;
+        }
+        processes[leader] = None;
+        Ok(leader)
+    }
+
+    /// Stops every server gracefully (`SIGTERM`) and waits until all have exited.
+    ///
+    /// # Errors
+    ///
+    /// [`TestingError::Io`] when a process cannot be signalled or waited for.
+    pub fn stop_all(&self) -> Result<()> {
+        let mut processes = self.lock();
+        Self::stop_processes(&mut processes)
+    }
+
+    fn stop_processes(processes: &mut [Option<JvmProcess>]) -> Result<()> {
+        // All are signalled first, so that they shut down in parallel.
+        for process in processes.iter_mut().flatten() {
+            process.request_stop()?;
+        }
+        for slot in processes.iter_mut() {
+            if let Some(process) = slot.as_mut() {
+                process.terminate(STOP_GRACE)?;
+            }
+            *slot = None;
+        }
+        Ok(())
+    }
+
+    /// Stops the whole ensemble, starts it again on the same ports and data, and waits until it
+    /// has a quorum with one leader.
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start).
+    pub fn restart_all(&self) -> Result<()> {
+        let mut processes = self.lock();
+        Self::stop_processes(&mut processes)?;
+        self.launch_all(&mut processes, true)
+            .map(drop)
+            .map_err(|failure| failure.error)
+    }
+
+    /// Sends a four-letter word to server `i`; see [`four_letter_word`](super::four_letter_word).
+    ///
+    /// # Errors
+    ///
+    /// The connection's error, e.g. [`io::ErrorKind::ConnectionRefused`] while it is stopped.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `i >= self.len()`.
+    pub fn four_letter(&self, i: usize, cmd: &str) -> io::Result<String> {
+        four_letter_word(self.members[i].addr(), cmd)
+    }
+
+    /// The pid of server `i`'s JVM while it runs.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `i >= self.len()`.
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        self.lock()[i].as_mut().and_then(JvmProcess::pid)
+    }
+
+    /// The data directory of server `i`.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `i >= self.len()`.
+    pub fn data_dir(&self, i: usize) -> &Path {
+        &self.members[i].data_dir
+    }
+
+    /// The log file of server `i`: stdout and stderr of every run, appended.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `i >= self.len()`.
+    pub fn log_file(&self, i: usize) -> &Path {
+        &self.members[i].log
+    }
+
+    /// Expires the session of `client`, which must be connected to this ensemble; see
+    /// [`expire_session`](super::expire_session).
+    ///
+    /// # Errors
+    ///
+    /// As [`expire_session`](super::expire_session).
+    pub async fn expire_session(&self, client: &zookeeper_client::Client) -> Result<()> {
+        super::expire_session(client, &self.connect_string()).await
+    }
+}
+
+fn member_config(member: &Member, servers: &str) -> String {
+    format!(
+        "# Written by zk_lock::testing.\n\
+         tickTime=500\n\
+         initLimit=10\n\
+         syncLimit=5\n\
+         minSessionTimeout=1000\n\
+         maxSessionTimeout=60000\n\
+         dataDir={data_dir}\n\
+         clientPort={client_port}\n\
+         clientPortAddress=127.0.0.1\n\
+         # Jetty would bind 8080, which parallel servers cannot share.\n\
+         admin.enableServer=false\n\
+         4lw.commands.whitelist=*\n\
+         # All test clients come from 127.0.0.1; the default limit is 60 per address.\n\
+         maxClientCnxns=0\n\
+         # A killed JVM loses nothing without fsync (the kernel keeps the writes).\n\
+         forceSync=no\n\
+         reconfigEnabled=false\n\
+         standaloneEnabled=false\n\
+         {servers}",
+        data_dir = member.data_dir.display(),
+        client_port = member.client_port,
+    )
+}
+
+impl Drop for TestingCluster {
+    fn drop(&mut self) {
+        let processes = self
+            .processes
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Dropping a process kills it; all are signalled before any is waited for.
+        for process in processes.iter_mut().flatten() {
+            let _ = process.request_kill();
+        }
+        processes.clear();
+        tempdir::remove(&self.dir);
+    }
+}

@@ -1,0 +1,202 @@
+//! Real ZooKeeper servers for tests, in the spirit of Curator's `curator-test`.
+//!
+//! Enabled by the `testing` feature. Add it to your dev-dependencies only:
+//!
+//! ```toml
+//! [dev-dependencies]
+//! zk-lock = { version = "0.1", features = ["testing"] }
+//! ```
+//!
+//! The kit runs the ZooKeeper 3.8 server that Debian ships (`apt-get install zookeeper
+//! default-jre-headless`, or the repository's `scripts/install-deps`). Set
+//! `ZOOKEEPER_CLASSPATH` to use other jars, and `JAVA_HOME` when `java` is not on `PATH`.
+//!
+//! * [`shared_server`] starts one standalone server per test binary, on first use. Tests that
+//!   only need *a* server should use it: starting a JVM costs about a second of CPU. Give every
+//!   test its own paths so parallel tests do not see each other's nodes.
+//! * [`TestingServer::start`] gives a test its own server, which it may [stop](TestingServer::stop),
+//!   [kill](TestingServer::kill) and [restart](TestingServer::restart).
+//! * [`TestingCluster::start`] runs a real ensemble, for leader failover.
+//! * [`expire_session`] expires a client's session the way Curator's `KillSession` does.
+//!
+//! Every server runs in its own temporary directory and on free loopback ports. Dropping a
+//! server kills it and deletes its directory. Servers never outlive the test process, even when
+//! they are never dropped (a `static`, a `mem::forget`, a panic with `panic = "abort"`): each JVM
+//! is watched by a small shell that kills it when the test process goes away. Directories that
+//! still outlive their process (when its whole process group was killed at once) are deleted by
+//! a later test process, once they are an hour old.
+//!
+//! The methods that start and stop servers block the calling thread, for up to about thirty
+//! seconds; calling them from `#[tokio::test]` is fine.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use zk_lock::testing::{shared_server, TestingServer};
+//! use zookeeper_client::{Client, CreateMode, SessionState};
+//!
+//! #[tokio::test]
+//! async fn lock_survives_server_restart() -> Result<(), Box<dyn std::error::Error>> {
+//!     // A server of our own, because this test restarts it.
+//!     let server = TestingServer::start()?;
+//!     let client = Client::connect(&server.connect_string()).await?;
+//!     client.create("/jobs", b"", &CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all())).await?;
+//!
+//!     server.restart()?;
+//!     assert!(client.check_stat("/jobs").await?.is_some());
+//!     Ok(())
+//! }
+//!
+//! #[tokio::test]
+//! async fn expiry_is_reported() -> Result<(), Box<dyn std::error::Error>> {
+//!     let server = shared_server();
+//!     let client = Client::connect(&server.connect_string()).await?;
+//!     server.expire_session(&client).await?;
+//!     assert_eq!(client.state(), SessionState::Expired);
+//!     Ok(())
+//! }
+//! # fn main() {}
+//! ```
+
+#![warn(missing_docs)]
+
+use std::path::PathBuf;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+mod cluster;
+mod four_letter;
+mod java;
+mod ports;
+mod probe;
+mod process;
+mod server;
+mod session;
+mod tempdir;
+
+pub use cluster::TestingCluster;
+pub use four_letter::four_letter_word;
+pub use java::{find_java, zookeeper_classpath, JavaSetup};
+pub use server::TestingServer;
+pub use session::expire_session;
+
+/// Result alias of the testing kit.
+pub type Result<T> = std::result::Result<T, TestingError>;
+
+/// Everything that can go wrong while running ZooKeeper for tests.
+///
+/// Messages are lowercase and say what to do about the problem.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TestingError {
+    /// No `java` executable was found.
+    #[error(
+        "cannot find `java` on PATH nor in $JAVA_HOME/bin; install a Java runtime \
+         (Debian: `apt-get install default-jre-headless`) or set JAVA_HOME"
+    )]
+    JavaNotFound,
+
+    /// The ZooKeeper server jars were not found.
+    #[error(
+        "cannot find the zookeeper server jars ({missing}); install them \
+         (Debian: `apt-get install zookeeper`, or run the repository's `scripts/install-deps`) \
+         or set ZOOKEEPER_CLASSPATH to a classpath holding zookeeper and its dependencies"
+    )]
+    ZookeeperNotFound {
+        /// The classpath entries that do not exist.
+        missing: String,
+    },
+
+    /// A file system or process operation failed.
+    #[error("cannot {action}: {source}")]
+    Io {
+        /// What the kit was doing.
+        action: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A server process exited before it was serving.
+    #[error(
+        "zookeeper server `{name}` exited before serving ({status}); \
+         see its log {}:\n{log_tail}", log.display()
+    )]
+    Exited {
+        /// Which server: `standalone` or `server.N` of a cluster.
+        name: String,
+        /// How the process ended.
+        status: String,
+        /// The server's log file.
+        log: PathBuf,
+        /// The last lines of that log.
+        log_tail: String,
+    },
+
+    /// A server (or a cluster's quorum) was not serving before the deadline.
+    #[error(
+        "zookeeper server `{name}` was not serving after {waited:?} ({detail}); \
+         the machine may be overloaded, or see its log {}:\n{log_tail}", log.display()
+    )]
+    NotServing {
+        /// Which server: `standalone` or `server.N` of a cluster.
+        name: String,
+        /// How long the kit waited.
+        waited: Duration,
+        /// What the last readiness probe saw.
+        detail: String,
+        /// The server's log file (for a cluster, the log of the first member not serving).
+        log: PathBuf,
+        /// The last lines of that log.
+        log_tail: String,
+    },
+
+    /// A cluster operation needs a leader and none of the running members is leading.
+    #[error(
+        "no running cluster member is leading; restart members to regain a quorum, \
+         or call `wait_for_leader` after an election"
+    )]
+    NoLeader,
+
+    /// A session did not reach the expected terminal state.
+    #[error(
+        "session {session} did not expire within {waited:?} (last state: {state}); \
+         make sure the connect string reaches the client's ensemble"
+    )]
+    SessionNotExpired {
+        /// The session id, as ZooKeeper prints it.
+        session: String,
+        /// How long the kit waited.
+        waited: Duration,
+        /// The last state the client reported.
+        state: String,
+    },
+}
+
+impl TestingError {
+    pub(crate) fn io(action: impl Into<String>, source: std::io::Error) -> Self {
+        TestingError::Io {
+            action: action.into(),
+            source,
+        }
+    }
+}
+
+static SHARED_SERVER: LazyLock<TestingServer> = LazyLock::new(|| match TestingServer::start() {
+    Ok(server) => server,
+    Err(err) => panic!("cannot start the shared zookeeper test server: {err}"),
+});
+
+/// The standalone server shared by all tests of this process, started on first use.
+///
+/// It is never dropped; its JVM is killed and its directory deleted when the test process
+/// exits. Do not stop, kill or restart it: other tests use it concurrently. Use
+/// [`TestingServer::start`] for a server you may disturb.
+///
+/// # Panics
+///
+/// Panics, with the reason and what to do, when the server cannot be started. Every later call
+/// in the same process panics too.
+pub fn shared_server() -> &'static TestingServer {
+    &SHARED_SERVER
+}

@@ -1,0 +1,265 @@
+//! A standalone ZooKeeper server.
+
+use std::ffi::OsStr;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use super::java::JavaSetup;
+use super::ports::free_port;
+use super::probe::{self, StartFailure, REBIND_ATTEMPTS, REBIND_PAUSE, STOP_GRACE};
+use super::process::{JvmCommand, JvmProcess};
+use super::{tempdir, Result, TestingError};
+
+const MAIN_CLASS: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
+
+/// Fresh ports tried when another process takes the one picked.
+const PORT_ATTEMPTS: usize = 5;
+
+/// A standalone ZooKeeper server in its own temporary directory, on a free loopback port.
+///
+/// Start one with [`TestingServer::start`], or use the per-process [`shared_server`]. All
+/// methods take `&self`, so a server can be shared between tasks and stopped or restarted by
+/// any of them; they block the calling thread until done.
+///
+/// Dropping it kills the server and deletes its directory.
+///
+/// [`shared_server`]: super::shared_server
+#[derive(Debug)]
+pub struct TestingServer {
+    dir: PathBuf,
+    data_dir: PathBuf,
+    config: PathBuf,
+    log: PathBuf,
+    port: u16,
+    setup: JavaSetup,
+    process: Mutex<Option<JvmProcess>>,
+}
+
+impl TestingServer {
+    /// Starts a server and waits until it serves requests.
+    ///
+    /// Takes about a second; at most about thirty seconds before giving up.
+    ///
+    /// # Errors
+    ///
+    /// [`TestingError::JavaNotFound`] or [`TestingError::ZookeeperNotFound`] when the software
+    /// is missing; [`TestingError::Exited`] or [`TestingError::NotServing`], quoting the server
+    /// log, when it does not come up; [`TestingError::Io`] when its directory cannot be made.
+    pub fn start() -> Result<TestingServer> {
+        let setup = JavaSetup::detect()?;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let server = TestingServer::prepare(setup.clone())?;
+            match server.launch() {
+                Ok(process) => {
+                    *server.lock() = Some(process);
+                    return Ok(server);
+                }
+                // Dropping `server` deletes its directory; the next attempt gets fresh ones.
+                Err(failure) if failure.port_taken && attempt < PORT_ATTEMPTS => continue,
+                Err(failure) => return Err(failure.error),
+            }
+        }
+    }
+
+    /// Creates the directory and configuration of a server on a free port.
+    fn prepare(setup: JavaSetup) -> Result<TestingServer> {
+        let port = free_port()?;
+        let dir = tempdir::create("server")?;
+        // From here on, dropping `server` deletes the directory.
+        let server = TestingServer {
+            data_dir: dir.join("data"),
+            config: dir.join("zoo.cfg"),
+            log: dir.join("zookeeper.log"),
+            dir,
+            port,
+            setup,
+            process: Mutex::new(None),
+        };
+        std::fs::create_dir(&server.data_dir).map_err(|err| {
+            TestingError::io(format!("create {}", server.data_dir.display()), err)
+        })?;
+        std::fs::write(&server.config, server.config_text())
+            .map_err(|err| TestingError::io(format!("write {}", server.config.display()), err))?;
+        Ok(server)
+    }
+
+    fn config_text(&self) -> String {
+        format!(
+            "# Written by zk_lock::testing.\n\
+             tickTime=500\n\
+             minSessionTimeout=1000\n\
+             maxSessionTimeout=60000\n\
+             dataDir={data_dir}\n\
+             clientPort={port}\n\
+             clientPortAddress=127.0.0.1\n\
+             # Jetty would bind 8080, which parallel servers cannot share.\n\
+             admin.enableServer=false\n\
+             4lw.commands.whitelist=*\n\
+             # All test clients come from 127.0.0.1; the default limit is 60 per address.\n\
+             maxClientCnxns=0\n\
+             # A killed JVM loses nothing without fsync (the kernel keeps the writes); only a\n\
+             # machine crash would, and tests do not survive that anyway.\n\
+             forceSync=no\n",
+            data_dir = self.data_dir.display(),
+            port = self.port,
+        )
+    }
+
+    /// Starts the JVM on the prepared configuration and waits until it serves.
+    fn launch(&self) -> std::result::Result<JvmProcess, StartFailure> {
+        let args: [&OsStr; 1] = [self.config.as_os_str()];
+        let mut process = JvmProcess::spawn(&JvmCommand {
+            java: &self.setup.java,
+            classpath: &self.setup.classpath,
+            main_class: MAIN_CLASS,
+            args: &args,
+            dir: &self.dir,
+            parent_dir: None,
+            log: &self.log,
+        })?;
+        // On failure `process` is dropped, which kills it.
+        probe::wait_serving(
+            "standalone",
+            &mut process,
+            self.addr(),
+            &self.data_dir,
+            |mode| mode == "standalone",
+        )?;
+        Ok(process)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<JvmProcess>> {
+        // A panic elsewhere cannot leave the `Option` half-updated.
+        self.process.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The connect string of this server: `127.0.0.1:PORT`.
+    pub fn connect_string(&self) -> String {
+        self.addr().to_string()
+    }
+
+    /// The client port, which stays the same across restarts.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The client address: `127.0.0.1:PORT`.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// The server's data directory (snapshots and transaction logs).
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The server's log file: stdout and stderr of every run, appended.
+    pub fn log_file(&self) -> &Path {
+        &self.log
+    }
+
+    /// The pid of the server's JVM while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.lock().as_mut().and_then(JvmProcess::pid)
+    }
+
+    /// Stops the server gracefully (`SIGTERM`) and waits until it has exited. Clients see the
+    /// connection drop; their sessions survive a [restart](Self::restart) within their timeout.
+    ///
+    /// Does nothing if the server is not running. Kills it if it ignores `SIGTERM` for ten
+    /// seconds.
+    ///
+    /// # Errors
+    ///
+    /// [`TestingError::Io`] when the process cannot be signalled or waited for.
+    pub fn stop(&self) -> Result<()> {
+        let mut process = self.lock();
+        if let Some(running) = process.as_mut() {
+            running.terminate(STOP_GRACE)?;
+        }
+        *process = None;
+        Ok(())
+    }
+
+    /// Kills the server (`SIGKILL`), as a crash would, and waits until it has exited.
+    ///
+    /// Does nothing if the server is not running.
+    ///
+    /// # Errors
+    ///
+    /// [`TestingError::Io`] when the process cannot be signalled or waited for.
+    pub fn kill(&self) -> Result<()> {
+        let mut process = self.lock();
+        if let Some(running) = process.as_mut() {
+            running.kill()?;
+        }
+        *process = None;
+        Ok(())
+    }
+
+    /// Starts the server again on the same port and data, and waits until it serves.
+    ///
+    /// A running server is [stopped](Self::stop) first. Nodes, and sessions that have not timed
+    /// out meanwhile, survive.
+    ///
+    /// # Errors
+    ///
+    /// [`TestingError::Exited`] or [`TestingError::NotServing`], quoting the server log, when it
+    /// does not come back, e.g. because another process took its port.
+    pub fn restart(&self) -> Result<()> {
+        let mut process = self.lock();
+        if let Some(running) = process.as_mut() {
+            running.terminate(STOP_GRACE)?;
+        }
+        *process = None;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.launch() {
+                Ok(running) => {
+                    *process = Some(running);
+                    return Ok(());
+                }
+                Err(failure) if failure.port_taken && attempt < REBIND_ATTEMPTS => {
+                    std::thread::sleep(REBIND_PAUSE);
+                }
+                Err(failure) => return Err(failure.error),
+            }
+        }
+    }
+
+    /// Sends a four-letter word to this server; see [`four_letter_word`](super::four_letter_word).
+    ///
+    /// # Errors
+    ///
+    /// The connection's error, e.g. [`io::ErrorKind::ConnectionRefused`] while it is stopped.
+    pub fn four_letter(&self, cmd: &str) -> io::Result<String> {
+        super::four_letter_word(self.addr(), cmd)
+    }
+
+    /// Expires the session of `client`, which must be connected to this server; see
+    /// [`expire_session`](super::expire_session).
+    ///
+    /// # Errors
+    ///
+    /// As [`expire_session`](super::expire_session).
+    pub async fn expire_session(&self, client: &zookeeper_client::Client) -> Result<()> {
+        super::expire_session(client, &self.connect_string()).await
+    }
+}
+
+impl Drop for TestingServer {
+    fn drop(&mut self) {
+        let process = self
+            .process
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Dropping the process kills it; only then is the directory free to delete.
+        drop(process.take());
+        tempdir::remove(&self.dir);
+    }
+}

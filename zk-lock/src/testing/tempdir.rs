@@ -1,0 +1,96 @@
+//! Unique scratch directories under the system temporary directory.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Once;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::{fs, io};
+
+use super::{Result, TestingError};
+
+const PREFIX: &str = "zk-lock-testing-";
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+static SWEEP: Once = Once::new();
+
+/// A stale directory must be at least this old: a pid that looks dead may belong to a live
+/// process in another pid namespace sharing the temporary directory (a container).
+const STALE_AGE: Duration = Duration::from_secs(60 * 60);
+
+/// Creates a fresh directory `<temp>/zk-lock-testing-<kind>-<pid>-<counter>-<nanos>`.
+///
+/// Pid and counter make the name unique among live processes; the nanoseconds make it unique
+/// across a reused pid. `create_dir` (not `create_dir_all`) fails rather than share a
+/// directory, in which case the next name is tried.
+pub(crate) fn create(kind: &str) -> Result<PathBuf> {
+    let base = std::env::temp_dir();
+    SWEEP.call_once(|| sweep_stale(&base));
+    let mut attempts = 0;
+    loop {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.subsec_nanos());
+        let name = format!(
+            "{PREFIX}{kind}-{}-{}-{nanos}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let dir = base.join(name);
+        match fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists && attempts < 10 => {
+                attempts += 1
+            }
+            Err(err) => {
+                return Err(TestingError::io(
+                    format!(
+                        "create a directory in {} (set TMPDIR to a writable directory)",
+                        base.display()
+                    ),
+                    err,
+                ))
+            }
+        }
+    }
+}
+
+/// Deletes a directory tree, ignoring errors: it is only called on cleanup paths.
+pub(crate) fn remove(dir: &Path) {
+    let _ = fs::remove_dir_all(dir);
+}
+
+/// Deletes directories left by test processes that are gone, once per process.
+///
+/// The watchdog of each server deletes its directory when the test process dies, but not when
+/// the whole process group was killed at once, nor when the JVM had died first. Liveness is
+/// read from `/proc`; without it nothing is deleted.
+fn sweep_stale(base: &Path) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(owner_pid) else {
+            continue;
+        };
+        let old = entry
+            .metadata()
+            .and_then(|meta| meta.modified())
+            .ok()
+            .and_then(|modified| modified.elapsed().ok())
+            .is_some_and(|age| age >= STALE_AGE);
+        if old && pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            remove(&entry.path());
+        }
+    }
+}
+
+/// The pid in a name made by [`create`]: `zk-lock-testing-<kind>-<pid>-<counter>-<nanos>`.
+fn owner_pid(name: &str) -> Option<u32> {
+    let mut parts = name.strip_prefix(PREFIX)?.split('-');
+    let (_kind, pid) = (parts.next()?, parts.next()?);
+    pid.parse().ok()
+}
