@@ -10,17 +10,12 @@ use support::java_peer::JavaPeer;
 
 /// A name no earlier run used, so a reused ZooKeeper or target directory cannot interfere.
 fn unique(name: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock after 1970")
-        .as_nanos();
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock after 1970").as_nanos();
     format!("{name}-{}-{nanos}", std::process::id())
 }
 
 fn fresh_dir(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("curator_peer")
-        .join(unique(name));
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("curator_peer").join(unique(name));
     std::fs::create_dir_all(&dir).expect("create temp dir");
     dir
 }
@@ -35,14 +30,8 @@ async fn two_curator_mutexes_exclude_each_other() {
     let counter = counter.to_str().expect("UTF-8 temp path");
     let iterations = ITERATIONS.to_string();
 
-    let mut peers: Vec<JavaPeer> = (0..2)
-        .map(|_| {
-            JavaPeer::spawn(
-                &connect,
-                &["mutex-counter", &lock_path, &iterations, counter],
-            )
-        })
-        .collect();
+    let mut peers: Vec<JavaPeer> =
+        (0..2).map(|_| JavaPeer::spawn(&connect, &["mutex-counter", &lock_path, &iterations, counter])).collect();
     // Both connect before either starts, so they really contend.
     for peer in &mut peers {
         peer.expect_line("ready").await;
@@ -51,20 +40,13 @@ async fn two_curator_mutexes_exclude_each_other() {
         peer.send("go").await;
     }
     for peer in &mut peers {
-        assert_eq!(
-            peer.expect_line("done ").await,
-            format!("done {ITERATIONS}")
-        );
+        assert_eq!(peer.expect_line("done ").await, format!("done {ITERATIONS}"));
     }
     for peer in peers {
         peer.wait_success().await;
     }
 
     let total = std::fs::read_to_string(counter).expect("read counter");
-    assert_eq!(
-        total.trim(),
-        (2 * ITERATIONS).to_string(),
-        "lost updates under the lock"
-    );
+    assert_eq!(total.trim(), (2 * ITERATIONS).to_string(), "lost updates under the lock");
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -43,26 +43,17 @@ const PEER_TIMEOUT: Duration = Duration::from_secs(60);
 /// A non-empty `CURATOR_CLASSPATH` overrides it verbatim; otherwise the Debian jars in `/usr/share/java`
 /// are used, with `slf4j-nop` when present so the peers stay quiet.
 pub fn curator_classpath() -> String {
-    if let Some(classpath) = std::env::var("CURATOR_CLASSPATH")
-        .ok()
-        .filter(|classpath| !classpath.is_empty())
-    {
+    if let Some(classpath) = std::env::var("CURATOR_CLASSPATH").ok().filter(|classpath| !classpath.is_empty()) {
         return classpath;
     }
     let dir = Path::new("/usr/share/java");
-    let missing: Vec<_> = CURATOR_JARS
-        .iter()
-        .filter(|jar| !dir.join(jar).is_file())
-        .collect();
+    let missing: Vec<_> = CURATOR_JARS.iter().filter(|jar| !dir.join(jar).is_file()).collect();
     assert!(
         missing.is_empty(),
         "missing {missing:?} in {dir:?}: install the Debian packages `libcurator-recipes-java` \
          and `zookeeper` (see scripts/install-deps), or set CURATOR_CLASSPATH"
     );
-    let mut jars: Vec<String> = CURATOR_JARS
-        .iter()
-        .map(|jar| format!("{}/{jar}", dir.display()))
-        .collect();
+    let mut jars: Vec<String> = CURATOR_JARS.iter().map(|jar| format!("{}/{jar}", dir.display())).collect();
     if dir.join("slf4j-nop.jar").is_file() {
         jars.push(format!("{}/slf4j-nop.jar", dir.display()));
     }
@@ -73,9 +64,8 @@ pub fn curator_classpath() -> String {
 /// for the servers); the bare name when neither has it, so spawning reports it missing.
 fn jdk_tool(name: &str) -> PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();
-    let in_home = std::env::var_os("JAVA_HOME")
-        .filter(|home| !home.is_empty())
-        .map(|home| Path::new(&home).join("bin"));
+    let in_home =
+        std::env::var_os("JAVA_HOME").filter(|home| !home.is_empty()).map(|home| Path::new(&home).join("bin"));
     std::env::split_paths(&path)
         .chain(in_home)
         .map(|dir| dir.join(name))
@@ -117,11 +107,7 @@ fn compile_peer() -> PathBuf {
         .arg(&classpath)
         .arg(PEER_SOURCE)
         .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot run javac (install a JDK or set JAVA_HOME, see scripts/install-deps): {e}"
-            )
-        });
+        .unwrap_or_else(|e| panic!("cannot run javac (install a JDK or set JAVA_HOME, see scripts/install-deps): {e}"));
     assert!(
         output.status.success(),
         "javac {PEER_SOURCE} failed ({}):\n{}{}",
@@ -132,10 +118,7 @@ fn compile_peer() -> PathBuf {
     if std::fs::rename(&staging, &classes).is_err() {
         // Another test binary won the race with identical classes.
         let _ = std::fs::remove_dir_all(&staging);
-        assert!(
-            classes.join("CuratorPeer.class").is_file(),
-            "cannot move compiled peer into {classes:?}"
-        );
+        assert!(classes.join("CuratorPeer.class").is_file(), "cannot move compiled peer into {classes:?}");
     }
     classes
 }
@@ -161,28 +144,16 @@ impl JavaPeer {
     /// The peer connects, prints `ready`, then waits for [`send`](Self::send)`("go")`.
     pub fn spawn(connect_string: &str, args: &[&str]) -> JavaPeer {
         static SPAWNED: AtomicUsize = AtomicUsize::new(0);
-        let classpath = format!(
-            "{}{CLASSPATH_SEPARATOR}{}",
-            compiled_peer().display(),
-            curator_classpath()
-        );
+        let classpath = format!("{}{CLASSPATH_SEPARATOR}{}", compiled_peer().display(), curator_classpath());
         let logs = Path::new(env!("CARGO_TARGET_TMPDIR")).join("java-peer/logs");
         std::fs::create_dir_all(&logs).expect("create peer log directory");
-        let stderr_file = logs.join(format!(
-            "{}-{}.stderr",
-            std::process::id(),
-            SPAWNED.fetch_add(1, Ordering::Relaxed)
-        ));
+        let stderr_file =
+            logs.join(format!("{}-{}.stderr", std::process::id(), SPAWNED.fetch_add(1, Ordering::Relaxed)));
         let stderr = std::fs::File::create(&stderr_file).expect("create peer stderr file");
 
         let mut child = Command::new(jdk_tool("java"))
             // Short-lived JVMs: C1 only and the serial GC start faster and use less memory.
-            .args([
-                "-XX:TieredStopAtLevel=1",
-                "-XX:+UseSerialGC",
-                "-Xmx256m",
-                "-cp",
-            ])
+            .args(["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx256m", "-cp"])
             .arg(classpath)
             .arg("CuratorPeer")
             .arg(connect_string)
@@ -197,14 +168,7 @@ impl JavaPeer {
             });
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
-        JavaPeer {
-            label: args.join(" "),
-            child,
-            stdin,
-            stdout,
-            seen: Vec::new(),
-            stderr_file,
-        }
+        JavaPeer { label: args.join(" "), child, stdin, stdout, seen: Vec::new(), stderr_file }
     }
 
     /// Reads stdout until a line starting with `prefix` and returns that whole line.
@@ -232,10 +196,7 @@ impl JavaPeer {
 
     /// Writes `line` and a newline to the peer's stdin.
     pub async fn send(&mut self, line: &str) {
-        let stdin = self
-            .stdin
-            .as_mut()
-            .expect("stdin is open until wait_success");
+        let stdin = self.stdin.as_mut().expect("stdin is open until wait_success");
         let written = async {
             stdin.write_all(format!("{line}\n").as_bytes()).await?;
             stdin.flush().await
@@ -269,9 +230,7 @@ impl JavaPeer {
     async fn exit_status(&mut self) -> ExitStatus {
         match timeout(PEER_TIMEOUT, self.child.wait()).await {
             Ok(status) => status.expect("wait for java"),
-            Err(_) => self.fail(&format!(
-                "closed stdout but did not exit within {PEER_TIMEOUT:?}"
-            )),
+            Err(_) => self.fail(&format!("closed stdout but did not exit within {PEER_TIMEOUT:?}")),
         }
     }
 

@@ -21,7 +21,11 @@ pub async fn new_client() -> Client {
 
 /// A new client of the shared server with the given session timeout.
 pub async fn client_with_session_timeout(timeout: Duration) -> Client {
-    Client::builder(server().connect_string()).session_timeout(timeout).connect().await.expect("connect to the test server")
+    Client::builder(server().connect_string())
+        .session_timeout(timeout)
+        .connect()
+        .await
+        .expect("connect to the test server")
 }
 
 /// The children of `path`, or none if it does not exist.

@@ -278,7 +278,10 @@ async fn open_session(config: ClientConfig) -> Result<Arc<Session>> {
     let connect_timeout = config.connect_timeout;
     let connecting = background::spawn(async move {
         let zk = tokio::time::timeout(connect_timeout, connect(&config)).await.map_err(|_| {
-            connect_error(&config.connect_string, format!("no session within {connect_timeout:?}; is the server running?"))
+            connect_error(
+                &config.connect_string,
+                format!("no session within {connect_timeout:?}; is the server running?"),
+            )
         })??;
         Ok::<_, Error>(Session::new(zk))
     });
@@ -309,7 +312,9 @@ async fn connect(config: &ClientConfig) -> Result<zookeeper_client::Client> {
     let options = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
     match zk.mkdir(namespace, &options).await {
         Ok(()) | Err(ZkError::NodeExists) => {}
-        Err(e) => return Err(connect_error(&config.connect_string, format!("cannot create namespace `{namespace}`: {e}"))),
+        Err(e) => {
+            return Err(connect_error(&config.connect_string, format!("cannot create namespace `{namespace}`: {e}")))
+        }
     }
     zk.chroot(namespace.as_str())
         .map_err(|_| Error::invalid_path(namespace, "not a valid namespace; use an absolute path like `/my-service`"))
@@ -317,7 +322,9 @@ async fn connect(config: &ClientConfig) -> Result<zookeeper_client::Client> {
 
 fn describe_connect_failure(error: &ZkError) -> String {
     match error {
-        ZkError::BadArguments(what) => format!("malformed connect string ({what}); expected `host:port[,host:port...][/chroot]`"),
+        ZkError::BadArguments(what) => {
+            format!("malformed connect string ({what}); expected `host:port[,host:port...][/chroot]`")
+        }
         ZkError::NoHosts => "no server answered; is the server running?".to_owned(),
         ZkError::Timeout => "no session before the session timeout; is the server running?".to_owned(),
         ZkError::AuthFailed => "authentication failed; check the credentials".to_owned(),

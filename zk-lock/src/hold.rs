@@ -20,8 +20,8 @@ pub(crate) struct Hold {
     client: Client,
     /// Key in the client's re-entrancy table.
     key: String,
-    /// The tokio task that acquired it; `None` outside a task (no re-entrancy then).
-    pub owner: Option<tokio::task::Id>,
+    /// Who acquired it: re-entry by the same owner takes no new node.
+    pub owner: Owner,
     pub path: String,
     pub node_path: String,
     pub token: i64,
@@ -43,7 +43,7 @@ impl Hold {
         let hold = Arc::new(Self {
             client: client.clone(),
             key,
-            owner: tokio::task::try_id(),
+            owner: Owner::current(),
             path: path.to_owned(),
             node_path: granted.node_path,
             token: granted.token,
@@ -52,17 +52,14 @@ impl Hold {
             monitor,
             released: AtomicBool::new(false),
         });
-        if hold.owner.is_some() {
-            client.holds().insert(hold.key.clone(), Arc::downgrade(&hold));
-        }
+        client.holds().insert(hold.key.clone(), Arc::downgrade(&hold));
         hold
     }
 
     /// The hold this task already has at `key` on `client`, for re-entrant acquisition.
     pub(crate) fn held_by_current_task(client: &Client, key: &str) -> Option<Arc<Self>> {
-        let task = tokio::task::try_id()?;
         let hold = client.holds().get(key)?.upgrade()?;
-        (hold.owner == Some(task)).then_some(hold)
+        (hold.owner == Owner::current()).then_some(hold)
     }
 
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
@@ -121,6 +118,23 @@ impl Hold {
         }
         drop(holds);
         Some(delete_with_retry(&self.session.zk, self.node_path.clone()))
+    }
+}
+
+/// The holder a re-entrant acquisition is recognised by: the tokio task, or the thread for code
+/// that runs outside any task (the body of `block_on` and `#[tokio::main]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Owner {
+    Task(tokio::task::Id),
+    Thread(std::thread::ThreadId),
+}
+
+impl Owner {
+    pub(crate) fn current() -> Self {
+        match tokio::task::try_id() {
+            Some(task) => Self::Task(task),
+            None => Self::Thread(std::thread::current().id()),
+        }
     }
 }
 

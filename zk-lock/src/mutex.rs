@@ -19,9 +19,11 @@ const LOCK_NAME: &str = "lock-";
 /// A distributed mutual-exclusion lock at a ZooKeeper path, compatible with Curator's
 /// `InterProcessMutex`: Rust and Java processes using the same path exclude each other.
 ///
-/// Waiters are served in the order they queued (fair). The lock is re-entrant per tokio task:
-/// a task that holds it and locks it again through the same [`Client`] gets a new guard at
-/// once, without a new node; the node is deleted when the last of its guards goes.
+/// Waiters are served in the order they queued (fair). The lock is re-entrant per tokio task
+/// (per thread for code outside any task, such as the body of `#[tokio::main]`): a holder that
+/// locks it again through the same [`Client`] gets a new guard at once, without a new node; the
+/// node is deleted when the last of its guards goes. Futures joined inside one task count as one
+/// holder; a spawned task is a new holder that waits its turn.
 ///
 /// ```no_run
 /// # async fn demo() -> zk_lock::Result<()> {

@@ -53,9 +53,7 @@ pub fn validate_rendered_value(path: &str, placeholder: &str, value: &str) -> Re
     let rule = if value.contains('/') {
         Some(format!("the value of `<{placeholder}>` is `{value}`, which contains `/`; rendered values must stay inside one path segment"))
     } else {
-        check_segment(value)
-            .err()
-            .map(|reason| format!("the value of `<{placeholder}>` breaks a path rule: {reason}"))
+        check_segment(value).err().map(|reason| format!("the value of `<{placeholder}>` breaks a path rule: {reason}"))
     };
     match rule {
         Some(reason) => Err(Error::invalid_path(path, reason)),

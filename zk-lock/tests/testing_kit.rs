@@ -8,8 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use zk_lock::testing::{
-    find_java, four_letter_word, shared_server, zookeeper_classpath, TestingCluster, TestingError,
-    TestingServer,
+    find_java, four_letter_word, shared_server, zookeeper_classpath, TestingCluster, TestingError, TestingServer,
 };
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, SessionState};
 
@@ -22,16 +21,12 @@ fn persistent() -> zookeeper_client::CreateOptions<'static> {
 
 /// A node path no other test (or earlier run against the shared server) uses.
 fn unique_path(name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     format!("/testing-kit-{name}-{}-{nanos}", std::process::id())
 }
 
 async fn connect(connect_string: &str) -> Client {
-    let connecting = Client::connector()
-        .with_session_timeout(Duration::from_secs(20))
-        .connect(connect_string);
+    let connecting = Client::connector().with_session_timeout(Duration::from_secs(20)).connect(connect_string);
     match tokio::time::timeout(DEADLINE, connecting).await {
         Ok(Ok(client)) => client,
         Ok(Err(err)) => panic!("cannot connect to {connect_string}: {err}"),
@@ -64,10 +59,7 @@ fn is_zookeeper_running(pid: u32) -> bool {
 fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
     let started = Instant::now();
     while !condition() {
-        assert!(
-            started.elapsed() < DEADLINE,
-            "{what}: still not the case after {DEADLINE:?}"
-        );
+        assert!(started.elapsed() < DEADLINE, "{what}: still not the case after {DEADLINE:?}");
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -82,10 +74,7 @@ async fn a_client_creates_and_reads_a_node() {
     let (data, _stat) = client.get_data(&path).await.unwrap();
 
     assert_eq!(data, b"hello");
-    assert_eq!(
-        server.connect_string(),
-        format!("127.0.0.1:{}", server.port())
-    );
+    assert_eq!(server.connect_string(), format!("127.0.0.1:{}", server.port()));
     assert_eq!(server.addr().port(), server.port());
     assert!(server.data_dir().is_dir());
 }
@@ -105,13 +94,8 @@ fn four_letter_words_reach_the_server() {
     let server = shared_server();
 
     assert_eq!(server.four_letter("ruok").unwrap(), "imok");
-    assert!(four_letter_word(server.addr(), "srvr")
-        .unwrap()
-        .contains("Mode: standalone"));
-    assert!(server
-        .four_letter("mntr")
-        .unwrap()
-        .contains("zk_server_state\tstandalone"));
+    assert!(four_letter_word(server.addr(), "srvr").unwrap().contains("Mode: standalone"));
+    assert!(server.four_letter("mntr").unwrap().contains("zk_server_state\tstandalone"));
     let err = server.four_letter("ruok?").unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
 }
@@ -122,17 +106,11 @@ async fn stop_and_restart_keep_the_data() {
     let port = server.port();
     let path = unique_path("kept");
     let client = connect(&server.connect_string()).await;
-    client
-        .create(&path, b"survives", &persistent())
-        .await
-        .unwrap();
+    client.create(&path, b"survives", &persistent()).await.unwrap();
 
     server.stop().unwrap();
     assert_eq!(server.pid(), None);
-    assert!(
-        server.four_letter("ruok").is_err(),
-        "a stopped server must not answer"
-    );
+    assert!(server.four_letter("ruok").is_err(), "a stopped server must not answer");
 
     server.restart().unwrap();
     assert_eq!(server.port(), port);
@@ -152,9 +130,7 @@ async fn a_killed_server_refuses_clients() {
     assert_eq!(server.pid(), None);
     assert!(!is_zookeeper_running(pid));
     let connect_string = server.connect_string();
-    let connecting = Client::connector()
-        .with_fail_eagerly()
-        .connect(&connect_string);
+    let connecting = Client::connector().with_fail_eagerly().connect(&connect_string);
     match tokio::time::timeout(DEADLINE, connecting).await {
         Ok(Ok(_)) => panic!("connected to a killed server"),
         Ok(Err(_)) => {}
@@ -173,10 +149,7 @@ fn restart_on_a_taken_port_quotes_the_server_log() {
     assert!(matches!(err, TestingError::Exited { .. }), "{err:?}");
     let message = err.to_string();
     assert!(message.contains("Address already in use"), "{message}");
-    assert!(
-        message.contains(&server.log_file().display().to_string()),
-        "{message}"
-    );
+    assert!(message.contains(&server.log_file().display().to_string()), "{message}");
     assert_eq!(server.pid(), None);
 }
 
@@ -192,15 +165,8 @@ async fn expire_session_expires_the_client() {
     server.expire_session(&client).await.unwrap();
 
     assert_eq!(client.state(), SessionState::Expired);
-    assert_eq!(
-        client.get_data(&path).await.unwrap_err(),
-        ZkError::SessionExpired
-    );
-    assert_eq!(
-        observer.check_stat(&path).await.unwrap(),
-        None,
-        "the ephemeral node must be gone"
-    );
+    assert_eq!(client.get_data(&path).await.unwrap_err(), ZkError::SessionExpired);
+    assert_eq!(observer.check_stat(&path).await.unwrap(), None, "the ephemeral node must be gone");
     // Expiring an expired session is a no-op.
     server.expire_session(&client).await.unwrap();
 }
@@ -222,18 +188,11 @@ async fn a_cluster_survives_the_loss_of_its_leader() {
     assert_ne!(new_leader, killed);
     let after = unique_path("after");
     create_through_failover(&client, &after, b"2").await;
-    assert_eq!(
-        client.state(),
-        SessionState::SyncConnected,
-        "the session survives the failover"
-    );
+    assert_eq!(client.state(), SessionState::SyncConnected, "the session survives the failover");
 
     cluster.restart(killed).unwrap();
     let srvr = cluster.four_letter(killed, "srvr").unwrap();
-    assert!(
-        srvr.contains("Mode: follower") || srvr.contains("Mode: leader"),
-        "{srvr}"
-    );
+    assert!(srvr.contains("Mode: follower") || srvr.contains("Mode: leader"), "{srvr}");
     let rejoined = connect(&cluster.server_connect_string(killed)).await;
     rejoined.sync(&after).await.unwrap();
     assert_eq!(rejoined.get_data(&after).await.unwrap().0, b"2");
@@ -248,33 +207,21 @@ async fn a_cluster_survives_the_loss_of_its_leader() {
     assert_eq!(client.get_data(&after).await.unwrap().0, b"2");
 
     cluster.expire_session(&client).await.unwrap();
-    assert_eq!(
-        client.get_data(&after).await.unwrap_err(),
-        ZkError::SessionExpired
-    );
+    assert_eq!(client.get_data(&after).await.unwrap_err(), ZkError::SessionExpired);
 }
 
 #[test]
 fn missing_jars_are_reported_with_the_package_to_install() {
     let java_dir = Path::new("/nonexistent-zk-lock-testing/java");
 
-    let from_env = zookeeper_classpath(
-        Some("/nonexistent-zk-lock-testing/zookeeper.jar".as_ref()),
-        java_dir,
-    );
+    let from_env = zookeeper_classpath(Some("/nonexistent-zk-lock-testing/zookeeper.jar".as_ref()), java_dir);
     let default = zookeeper_classpath(None, java_dir);
 
     for result in [from_env, default] {
         let err = result.unwrap_err();
-        assert!(
-            matches!(err, TestingError::ZookeeperNotFound { .. }),
-            "{err:?}"
-        );
+        assert!(matches!(err, TestingError::ZookeeperNotFound { .. }), "{err:?}");
         let message = err.to_string();
-        assert!(
-            message.contains("/nonexistent-zk-lock-testing/"),
-            "{message}"
-        );
+        assert!(message.contains("/nonexistent-zk-lock-testing/"), "{message}");
         assert!(message.contains("apt-get install zookeeper"), "{message}");
         assert!(message.contains("scripts/install-deps"), "{message}");
     }
@@ -285,18 +232,10 @@ fn classpath_defaults_to_the_debian_jars() {
     let java_dir = Path::new("/usr/share/java");
 
     let classpath = zookeeper_classpath(None, java_dir).unwrap();
-    let verbatim = zookeeper_classpath(
-        Some("/usr/share/java/zookeeper.jar:/usr/share/java/*".as_ref()),
-        java_dir,
-    );
+    let verbatim = zookeeper_classpath(Some("/usr/share/java/zookeeper.jar:/usr/share/java/*".as_ref()), java_dir);
 
-    assert!(classpath
-        .to_string_lossy()
-        .starts_with("/usr/share/java/zookeeper.jar"));
-    assert_eq!(
-        verbatim.unwrap(),
-        "/usr/share/java/zookeeper.jar:/usr/share/java/*"
-    );
+    assert!(classpath.to_string_lossy().starts_with("/usr/share/java/zookeeper.jar"));
+    assert_eq!(verbatim.unwrap(), "/usr/share/java/zookeeper.jar:/usr/share/java/*");
 }
 
 #[test]
@@ -307,10 +246,7 @@ fn missing_java_is_reported_with_the_package_to_install() {
     assert!(err.to_string().contains("default-jre-headless"), "{err}");
     let from_home = find_java(Some("".as_ref()), std::env::var_os("JAVA_HOME").as_deref());
     let from_path = find_java(std::env::var_os("PATH").as_deref(), None);
-    assert!(
-        from_path.is_ok() || from_home.is_ok(),
-        "java is installed on this machine"
-    );
+    assert!(from_path.is_ok() || from_home.is_ok(), "java is installed on this machine");
 }
 
 /// The environment variable that turns [`leaked_server_child`] on.
@@ -326,10 +262,7 @@ fn leaked_server_child() {
     }
     let server = shared_server();
     let pid = server.pid().expect("the server runs");
-    let dir = server
-        .data_dir()
-        .parent()
-        .expect("the data dir is in the server dir");
+    let dir = server.data_dir().parent().expect("the data dir is in the server dir");
     println!("leaked-pid={pid}");
     println!("leaked-dir={}", dir.display());
 }
@@ -337,30 +270,16 @@ fn leaked_server_child() {
 #[test]
 fn a_leaked_server_dies_with_its_process() {
     let output = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "leaked_server_child",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(["leaked_server_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
         .env(LEAK_CHILD, "1")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "child failed: {stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert!(output.status.success(), "child failed: {stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     let value = |key: &str| {
         // libtest prints `test leaked_server_child ... ` on the same line as the first value.
-        let found = stdout
-            .lines()
-            .find_map(|line| line.split_once(key).map(|(_, value)| value));
-        found
-            .unwrap_or_else(|| panic!("child printed no {key}: {stdout}"))
-            .to_owned()
+        let found = stdout.lines().find_map(|line| line.split_once(key).map(|(_, value)| value));
+        found.unwrap_or_else(|| panic!("child printed no {key}: {stdout}")).to_owned()
     };
     let pid: u32 = value("leaked-pid=").parse().unwrap();
     let dir = PathBuf::from(value("leaked-dir="));

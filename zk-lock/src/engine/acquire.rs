@@ -4,7 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zookeeper_client::{Acls, Client as ZkClient, CreateMode, CreateOptions, Error as ZkError, EventType, MultiReadResult};
+use zookeeper_client::{
+    Acls, Client as ZkClient, CreateMode, CreateOptions, Error as ZkError, EventType, MultiReadResult,
+};
 
 use super::node_name::{new_protected_prefix, sorted_nodes, SequenceNode};
 use super::pending::{find_protected, PendingNode};

@@ -99,7 +99,8 @@ mod tests {
 
     #[test]
     fn mutex_waits_for_everything_ahead() {
-        let nodes = sorted_nodes(["a-lock-0000000001", "b-lock-0000000002", "c-lock-0000000003"].map(String::from), "lock-");
+        let nodes =
+            sorted_nodes(["a-lock-0000000001", "b-lock-0000000002", "c-lock-0000000003"].map(String::from), "lock-");
         assert!(mutex_blockers(&nodes, 0).is_empty());
         assert_eq!(mutex_blockers(&nodes, 2), ["a-lock-0000000001", "b-lock-0000000002"]);
     }

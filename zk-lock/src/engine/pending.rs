@@ -81,7 +81,11 @@ async fn remove_node(zk: ZkClient, parent: String, prefix: String, name: Option<
 
 /// Looks for the node whose name starts with `prefix` under `parent`: the node a `create`
 /// made before its reply was lost. Returns its name and creation zxid.
-pub(super) async fn find_protected(zk: &ZkClient, parent: &str, prefix: &str) -> Result<Option<(String, i64)>, ZkError> {
+pub(super) async fn find_protected(
+    zk: &ZkClient,
+    parent: &str,
+    prefix: &str,
+) -> Result<Option<(String, i64)>, ZkError> {
     loop {
         let children = match zk.list_children(parent).await {
             Ok(children) => children,

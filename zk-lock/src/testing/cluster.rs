@@ -12,8 +12,8 @@ use super::four_letter::{four_letter_word, four_letter_word_within};
 use super::java::JavaSetup;
 use super::ports::free_ports;
 use super::probe::{
-    self, StartFailure, LOG_LINES, PROBE_INTERVAL, PROBE_TIMEOUT, REBIND_ATTEMPTS, REBIND_PAUSE,
-    START_TIMEOUT, STOP_GRACE,
+    self, StartFailure, LOG_LINES, PROBE_INTERVAL, PROBE_TIMEOUT, REBIND_ATTEMPTS, REBIND_PAUSE, START_TIMEOUT,
+    STOP_GRACE,
 };
 use super::process::{JvmCommand, JvmProcess};
 use super::{tempdir, Result, TestingError};
@@ -121,31 +121,17 @@ impl TestingCluster {
             })
             .collect();
         // From here on, dropping `cluster` deletes the directory.
-        let cluster = TestingCluster {
-            dir,
-            setup,
-            members,
-            processes: Mutex::new((0..n).map(|_| None).collect()),
-        };
-        let servers = cluster
-            .members
-            .iter()
-            .fold(String::new(), |mut lines, member| {
-                let _ = writeln!(
-                    lines,
-                    "server.{}=127.0.0.1:{}:{}",
-                    member.id, member.quorum_port, member.election_port
-                );
-                lines
-            });
+        let cluster = TestingCluster { dir, setup, members, processes: Mutex::new((0..n).map(|_| None).collect()) };
+        let servers = cluster.members.iter().fold(String::new(), |mut lines, member| {
+            let _ = writeln!(lines, "server.{}=127.0.0.1:{}:{}", member.id, member.quorum_port, member.election_port);
+            lines
+        });
         for member in &cluster.members {
             let write = |path: &Path, text: &str| {
-                std::fs::write(path, text)
-                    .map_err(|err| TestingError::io(format!("write {}", path.display()), err))
+                std::fs::write(path, text).map_err(|err| TestingError::io(format!("write {}", path.display()), err))
             };
-            std::fs::create_dir_all(&member.data_dir).map_err(|err| {
-                TestingError::io(format!("create {}", member.data_dir.display()), err)
-            })?;
+            std::fs::create_dir_all(&member.data_dir)
+                .map_err(|err| TestingError::io(format!("create {}", member.data_dir.display()), err))?;
             write(&member.data_dir.join("myid"), &format!("{}\n", member.id))?;
             write(&member.config, &member_config(member, &servers))?;
         }
@@ -154,9 +140,7 @@ impl TestingCluster {
 
     fn lock(&self) -> MutexGuard<'_, Vec<Option<JvmProcess>>> {
         // A panic elsewhere cannot leave the slots half-updated.
-        self.processes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.processes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn spawn(&self, index: usize) -> Result<JvmProcess> {
@@ -214,8 +198,7 @@ impl TestingCluster {
                         launches[index] += 1;
                         std::thread::sleep(REBIND_PAUSE);
                         *slot = Some(self.spawn(index)?);
-                        not_ready
-                            .get_or_insert((index, "restarting after a port conflict".to_owned()));
+                        not_ready.get_or_insert((index, "restarting after a port conflict".to_owned()));
                         continue;
                     }
                     return Err(StartFailure {
@@ -266,11 +249,7 @@ impl TestingCluster {
 
     /// The connect string of the whole ensemble: `127.0.0.1:P1,127.0.0.1:P2,...`.
     pub fn connect_string(&self) -> String {
-        let addrs: Vec<String> = self
-            .members
-            .iter()
-            .map(|member| member.addr().to_string())
-            .collect();
+        let addrs: Vec<String> = self.members.iter().map(|member| member.addr().to_string()).collect();
         addrs.join(",")
     }
 
@@ -319,8 +298,7 @@ impl TestingCluster {
     /// instance because a majority is down); [`TestingError::Exited`] when a server died.
     pub fn wait_for_leader(&self) -> Result<usize> {
         let mut processes = self.lock();
-        self.wait_for_quorum(&mut processes, false)
-            .map_err(|failure| failure.error)
+        self.wait_for_quorum(&mut processes, false).map_err(|failure| failure.error)
     }
 
     /// Kills server `i` (`SIGKILL`), as a crash would, and waits until it has exited.
@@ -385,13 +363,9 @@ impl TestingCluster {
         loop {
             attempt += 1;
             let mut process = self.spawn(i)?;
-            let joined = probe::wait_serving(
-                &member.name(),
-                &mut process,
-                member.addr(),
-                &member.data_dir,
-                |mode| mode == "leader" || mode == "follower",
-            );
+            let joined = probe::wait_serving(&member.name(), &mut process, member.addr(), &member.data_dir, |mode| {
+                mode == "leader" || mode == "follower"
+            });
             match joined {
                 Ok(()) => {
                     processes[i] = Some(process);
@@ -414,9 +388,7 @@ impl TestingCluster {
     /// [`TestingError::Io`] when the process cannot be killed.
     pub fn kill_leader(&self) -> Result<usize> {
         let mut processes = self.lock();
-        let leader = self
-            .current_leader(&processes)
-            .ok_or(TestingError::NoLeader)?;
+        let leader = self.current_leader(&processes).ok_or(TestingError::NoLeader)?;
         if let Some(process) = processes[leader].as_mut() {
             process.kill()?;
         }
@@ -457,9 +429,7 @@ impl TestingCluster {
     pub fn restart_all(&self) -> Result<()> {
         let mut processes = self.lock();
         Self::stop_processes(&mut processes)?;
-        self.launch_all(&mut processes, true)
-            .map(drop)
-            .map_err(|failure| failure.error)
+        self.launch_all(&mut processes, true).map(drop).map_err(|failure| failure.error)
     }
 
     /// Sends a four-letter word to server `i`; see [`four_letter_word`](super::four_letter_word).
@@ -541,10 +511,7 @@ fn member_config(member: &Member, servers: &str) -> String {
 
 impl Drop for TestingCluster {
     fn drop(&mut self) {
-        let processes = self
-            .processes
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner);
+        let processes = self.processes.get_mut().unwrap_or_else(PoisonError::into_inner);
         // Dropping a process kills it; all are signalled before any is waited for.
         for process in processes.iter_mut().flatten() {
             let _ = process.request_kill();

@@ -28,11 +28,7 @@ pub fn four_letter_word(addr: SocketAddr, cmd: &str) -> io::Result<String> {
 /// a probe that times out is simply repeated, while a long one would keep the kit from noticing
 /// that the server died (e.g. when another process holds its port and accepts but never
 /// answers).
-pub(crate) fn four_letter_word_within(
-    addr: SocketAddr,
-    cmd: &str,
-    timeout: Duration,
-) -> io::Result<String> {
+pub(crate) fn four_letter_word_within(addr: SocketAddr, cmd: &str, timeout: Duration) -> io::Result<String> {
     if cmd.len() != 4 || !cmd.bytes().all(|byte| byte.is_ascii_alphabetic()) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,

@@ -26,14 +26,8 @@ impl JavaSetup {
     /// [`TestingError::JavaNotFound`] or [`TestingError::ZookeeperNotFound`], naming the
     /// package to install.
     pub fn detect() -> Result<JavaSetup> {
-        let java = find_java(
-            env::var_os("PATH").as_deref(),
-            env::var_os("JAVA_HOME").as_deref(),
-        )?;
-        let classpath = zookeeper_classpath(
-            env::var_os("ZOOKEEPER_CLASSPATH").as_deref(),
-            Path::new(DEBIAN_JAVA_DIR),
-        )?;
+        let java = find_java(env::var_os("PATH").as_deref(), env::var_os("JAVA_HOME").as_deref())?;
+        let classpath = zookeeper_classpath(env::var_os("ZOOKEEPER_CLASSPATH").as_deref(), Path::new(DEBIAN_JAVA_DIR))?;
         Ok(JavaSetup { java, classpath })
     }
 }
@@ -47,17 +41,9 @@ impl JavaSetup {
 ///
 /// [`TestingError::JavaNotFound`] when neither holds an executable `java`.
 pub fn find_java(path: Option<&OsStr>, java_home: Option<&OsStr>) -> Result<PathBuf> {
-    let on_path = path
-        .into_iter()
-        .flat_map(env::split_paths)
-        .map(|dir| dir.join("java"));
-    let in_home = java_home
-        .filter(|home| !home.is_empty())
-        .map(|home| Path::new(home).join("bin").join("java"));
-    on_path
-        .chain(in_home)
-        .find(|candidate| is_executable(candidate))
-        .ok_or(TestingError::JavaNotFound)
+    let on_path = path.into_iter().flat_map(env::split_paths).map(|dir| dir.join("java"));
+    let in_home = java_home.filter(|home| !home.is_empty()).map(|home| Path::new(home).join("bin").join("java"));
+    on_path.chain(in_home).find(|candidate| is_executable(candidate)).ok_or(TestingError::JavaNotFound)
 }
 
 /// Resolves the ZooKeeper server classpath.
@@ -70,10 +56,7 @@ pub fn find_java(path: Option<&OsStr>, java_home: Option<&OsStr>) -> Result<Path
 /// # Errors
 ///
 /// [`TestingError::ZookeeperNotFound`] listing the entries that do not exist.
-pub fn zookeeper_classpath(
-    zookeeper_classpath: Option<&OsStr>,
-    java_dir: &Path,
-) -> Result<OsString> {
+pub fn zookeeper_classpath(zookeeper_classpath: Option<&OsStr>, java_dir: &Path) -> Result<OsString> {
     if let Some(classpath) = zookeeper_classpath.filter(|classpath| !classpath.is_empty()) {
         let missing: Vec<PathBuf> = env::split_paths(classpath)
             .filter(|entry| !entry.as_os_str().is_empty())
@@ -99,13 +82,8 @@ pub fn zookeeper_classpath(
 }
 
 fn missing_jars(missing: &[PathBuf], source: &str) -> TestingError {
-    let list: Vec<String> = missing
-        .iter()
-        .map(|path| path.display().to_string())
-        .collect();
-    TestingError::ZookeeperNotFound {
-        missing: format!("{} does not exist, from {source}", list.join(", ")),
-    }
+    let list: Vec<String> = missing.iter().map(|path| path.display().to_string()).collect();
+    TestingError::ZookeeperNotFound { missing: format!("{} does not exist, from {source}", list.join(", ")) }
 }
 
 /// Java expands a trailing `*` to the jars of a directory; anything else must exist as is.
@@ -119,8 +97,7 @@ fn classpath_entry_exists(entry: &Path) -> bool {
 #[cfg(unix)]
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    path.metadata()
-        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+    path.metadata().is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
 }
 
 #[cfg(not(unix))]

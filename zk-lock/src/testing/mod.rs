@@ -175,10 +175,7 @@ pub enum TestingError {
 
 impl TestingError {
     pub(crate) fn io(action: impl Into<String>, source: std::io::Error) -> Self {
-        TestingError::Io {
-            action: action.into(),
-            source,
-        }
+        TestingError::Io { action: action.into(), source }
     }
 }
 

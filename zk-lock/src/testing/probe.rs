@@ -37,10 +37,8 @@ pub(crate) const LOG_LINES: usize = 40;
 /// `imok` and the answer to `conf` names `data_dir`. The last check matters: when another
 /// server took our port, it answers in our server's place until ours fails to bind.
 pub(crate) fn serving_mode(addr: SocketAddr, data_dir: &Path) -> Result<String, String> {
-    let ask = |cmd: &str| {
-        four_letter_word_within(addr, cmd, PROBE_TIMEOUT)
-            .map_err(|err| format!("`{cmd}` failed: {err}"))
-    };
+    let ask =
+        |cmd: &str| four_letter_word_within(addr, cmd, PROBE_TIMEOUT).map_err(|err| format!("`{cmd}` failed: {err}"));
     let ruok = ask("ruok")?;
     if ruok != "imok" {
         return Err(format!("`ruok` answered {ruok:?}"));
@@ -58,9 +56,7 @@ pub(crate) fn serving_mode(addr: SocketAddr, data_dir: &Path) -> Result<String, 
 
 /// The `Mode:` line of a `srvr` answer; absent while the server does not serve requests.
 pub(crate) fn srvr_mode(srvr: &str) -> Option<&str> {
-    srvr.lines()
-        .find_map(|line| line.strip_prefix("Mode:"))
-        .map(str::trim)
+    srvr.lines().find_map(|line| line.strip_prefix("Mode:")).map(str::trim)
 }
 
 /// Why a server did not come up.
@@ -73,10 +69,7 @@ pub(crate) struct StartFailure {
 
 impl From<TestingError> for StartFailure {
     fn from(error: TestingError) -> Self {
-        StartFailure {
-            error,
-            port_taken: false,
-        }
+        StartFailure { error, port_taken: false }
     }
 }
 

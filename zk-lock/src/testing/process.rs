@@ -47,11 +47,7 @@ const EXIT_POLL: Duration = Duration::from_millis(20);
 
 /// The JVM flags of every server: small heaps for parallel tests, the cheapest collector for a
 /// two-core CI runner, and no admin HTTP server (it would bind 8080 and collide across servers).
-const JVM_FLAGS: &[&str] = &[
-    "-Xmx512m",
-    "-XX:+UseSerialGC",
-    "-Dzookeeper.admin.enableServer=false",
-];
+const JVM_FLAGS: &[&str] = &["-Xmx512m", "-XX:+UseSerialGC", "-Dzookeeper.admin.enableServer=false"];
 
 /// How a [`JvmProcess`] is started.
 #[derive(Debug)]
@@ -94,12 +90,7 @@ impl JvmProcess {
             .create(true)
             .append(true)
             .open(command.log)
-            .map_err(|err| {
-                TestingError::io(
-                    format!("open the server log {}", command.log.display()),
-                    err,
-                )
-            })?;
+            .map_err(|err| TestingError::io(format!("open the server log {}", command.log.display()), err))?;
         let log_start = log.metadata().map_or(0, |meta| meta.len());
         let mut shell = Command::new("sh");
         shell
@@ -118,9 +109,7 @@ impl JvmProcess {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log);
-        let mut shell = shell
-            .spawn()
-            .map_err(|err| TestingError::io("run `sh` to start the zookeeper JVM", err))?;
+        let mut shell = shell.spawn().map_err(|err| TestingError::io("run `sh` to start the zookeeper JVM", err))?;
         let pipe = shell.stdin.take();
         let java_pid = match read_java_pid(&mut shell) {
             Ok(pid) => pid,
@@ -132,14 +121,7 @@ impl JvmProcess {
                 return Err(err);
             }
         };
-        Ok(JvmProcess {
-            shell,
-            pipe,
-            java_pid,
-            log: command.log.to_owned(),
-            log_start,
-            status: None,
-        })
+        Ok(JvmProcess { shell, pipe, java_pid, log: command.log.to_owned(), log_start, status: None })
     }
 
     /// Java's pid while it runs.
@@ -153,10 +135,7 @@ impl JvmProcess {
     /// Java's exit status once it has exited (the shell exits with it).
     pub(crate) fn try_wait(&mut self) -> Result<Option<ExitStatus>> {
         if self.status.is_none() {
-            self.status = self
-                .shell
-                .try_wait()
-                .map_err(|err| TestingError::io("check whether the JVM exited", err))?;
+            self.status = self.shell.try_wait().map_err(|err| TestingError::io("check whether the JVM exited", err))?;
             if self.status.is_some() {
                 self.pipe = None;
             }
@@ -189,10 +168,7 @@ impl JvmProcess {
         self.wait_timeout(Duration::from_secs(30))?.ok_or_else(|| {
             TestingError::io(
                 format!("kill the JVM {}", self.java_pid),
-                std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "still running 30s after SIGKILL",
-                ),
+                std::io::Error::new(std::io::ErrorKind::TimedOut, "still running 30s after SIGKILL"),
             )
         })
     }
@@ -228,24 +204,14 @@ impl JvmProcess {
         // The shell's builtin `kill`, as minimal images may lack procps' `kill`. It fails only if
         // Java died meanwhile, which is what we wanted anyway.
         Command::new("sh")
-            .args([
-                "-c",
-                r#"kill -s "$1" "$2" 2>/dev/null"#,
-                "zk-lock-testing-kill",
-                signal,
-            ])
+            .args(["-c", r#"kill -s "$1" "$2" 2>/dev/null"#, "zk-lock-testing-kill", signal])
             .arg(self.java_pid.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
             .map(drop)
-            .map_err(|err| {
-                TestingError::io(
-                    format!("run `kill -{signal}` on the JVM {}", self.java_pid),
-                    err,
-                )
-            })
+            .map_err(|err| TestingError::io(format!("run `kill -{signal}` on the JVM {}", self.java_pid), err))
     }
 
     /// The last `lines` lines this process wrote to its log.
@@ -262,10 +228,7 @@ impl JvmProcess {
 /// Reads the first line of the watchdog shell: Java's pid.
 fn read_java_pid(shell: &mut Child) -> Result<u32> {
     let Some(stdout) = shell.stdout.take() else {
-        return Err(TestingError::io(
-            "read the JVM pid",
-            std::io::ErrorKind::BrokenPipe.into(),
-        ));
+        return Err(TestingError::io("read the JVM pid", std::io::ErrorKind::BrokenPipe.into()));
     };
     let mut line = String::new();
     BufReader::new(stdout)

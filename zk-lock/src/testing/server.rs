@@ -79,9 +79,8 @@ impl TestingServer {
             setup,
             process: Mutex::new(None),
         };
-        std::fs::create_dir(&server.data_dir).map_err(|err| {
-            TestingError::io(format!("create {}", server.data_dir.display()), err)
-        })?;
+        std::fs::create_dir(&server.data_dir)
+            .map_err(|err| TestingError::io(format!("create {}", server.data_dir.display()), err))?;
         std::fs::write(&server.config, server.config_text())
             .map_err(|err| TestingError::io(format!("write {}", server.config.display()), err))?;
         Ok(server)
@@ -122,13 +121,7 @@ impl TestingServer {
             log: &self.log,
         })?;
         // On failure `process` is dropped, which kills it.
-        probe::wait_serving(
-            "standalone",
-            &mut process,
-            self.addr(),
-            &self.data_dir,
-            |mode| mode == "standalone",
-        )?;
+        probe::wait_serving("standalone", &mut process, self.addr(), &self.data_dir, |mode| mode == "standalone")?;
         Ok(process)
     }
 
@@ -254,10 +247,7 @@ impl TestingServer {
 
 impl Drop for TestingServer {
     fn drop(&mut self) {
-        let process = self
-            .process
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner);
+        let process = self.process.get_mut().unwrap_or_else(PoisonError::into_inner);
         // Dropping the process kills it; only then is the directory free to delete.
         drop(process.take());
         tempdir::remove(&self.dir);

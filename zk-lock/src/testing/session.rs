@@ -88,10 +88,7 @@ fn close_session(session_id: i64, connect_string: &str) -> Result<()> {
     let addrs = resolve(connect_string).map_err(|err| TestingError::io(action(), err))?;
     let started = Instant::now();
     loop {
-        let mut last_error = io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the connect string names no server",
-        );
+        let mut last_error = io::Error::new(io::ErrorKind::InvalidInput, "the connect string names no server");
         for addr in &addrs {
             match close_session_at(*addr, session_id) {
                 Ok(()) => return Ok(()),
@@ -110,11 +107,7 @@ fn close_session(session_id: i64, connect_string: &str) -> Result<()> {
 fn resolve(connect_string: &str) -> io::Result<Vec<SocketAddr>> {
     let hosts = connect_string.split('/').next().unwrap_or_default();
     let mut addrs = Vec::new();
-    for host in hosts
-        .split(',')
-        .map(str::trim)
-        .filter(|host| !host.is_empty())
-    {
+    for host in hosts.split(',').map(str::trim).filter(|host| !host.is_empty()) {
         addrs.extend(host.to_socket_addrs()?);
     }
     Ok(addrs)
@@ -151,26 +144,16 @@ fn close_session_at(addr: SocketAddr, session_id: i64) -> io::Result<()> {
 
     let response = read_frame(&mut stream)?;
     // protocol version (4 bytes), then the negotiated timeout: zero for an unknown session.
-    let timeout = response
-        .get(4..8)
-        .map(|bytes| i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]));
+    let timeout = response.get(4..8).map(|bytes| i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]));
     match timeout {
         Some(timeout) if timeout > 0 => {}
         Some(_) => return Ok(()),
-        None => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "short connect response",
-            ))
-        }
+        None => return Err(io::Error::new(io::ErrorKind::InvalidData, "short connect response")),
     }
     loop {
         let reply = read_frame(&mut stream)?;
         let (Some(xid), Some(err)) = (reply.get(0..4), reply.get(12..16)) else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "short reply header",
-            ));
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "short reply header"));
         };
         if xid != CLOSE_XID.to_be_bytes() {
             continue; // a notification or ping answer, not ours
@@ -178,9 +161,7 @@ fn close_session_at(addr: SocketAddr, session_id: i64) -> io::Result<()> {
         let err = i32::from_be_bytes([err[0], err[1], err[2], err[3]]);
         return match err {
             0 => Ok(()),
-            err => Err(io::Error::other(format!(
-                "the server answered the close request with error {err}"
-            ))),
+            err => Err(io::Error::other(format!("the server answered the close request with error {err}"))),
         };
     }
 }

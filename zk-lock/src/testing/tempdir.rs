@@ -28,26 +28,15 @@ pub(crate) fn create(kind: &str) -> Result<PathBuf> {
     SWEEP.call_once(|| sweep_stale(&base));
     let mut attempts = 0;
     loop {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.subsec_nanos());
-        let name = format!(
-            "{PREFIX}{kind}-{}-{}-{nanos}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        );
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.subsec_nanos());
+        let name = format!("{PREFIX}{kind}-{}-{}-{nanos}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
         let dir = base.join(name);
         match fs::create_dir(&dir) {
             Ok(()) => return Ok(dir),
-            Err(err) if err.kind() == io::ErrorKind::AlreadyExists && attempts < 10 => {
-                attempts += 1
-            }
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists && attempts < 10 => attempts += 1,
             Err(err) => {
                 return Err(TestingError::io(
-                    format!(
-                        "create a directory in {} (set TMPDIR to a writable directory)",
-                        base.display()
-                    ),
+                    format!("create a directory in {} (set TMPDIR to a writable directory)", base.display()),
                     err,
                 ))
             }

@@ -1,0 +1,233 @@
+//! `Mutex` against a real ZooKeeper: exclusion, order, re-entrancy, timeouts, cancellation,
+//! loss. All tests share one server; each uses its own lock path.
+
+mod support;
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::zk::{children, client_with_session_timeout, new_client, server, wait_for_children, Rng};
+use zk_lock::{Error, LostReason, Mutex};
+
+const PATH: &str = "/it-mutex";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_sessions_of_eight_tasks_never_overlap() {
+    const SESSIONS: usize = 4;
+    const TASKS: usize = 8;
+    const ROUNDS: u64 = 50;
+    let path = format!("{PATH}/exclusion");
+    let counter = Arc::new(AtomicU64::new(0));
+    let holders = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..SESSIONS {
+        let client = new_client().await;
+        for _ in 0..TASKS {
+            let (mutex, counter, holders) = (Mutex::with_client(&client, &path), counter.clone(), holders.clone());
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..ROUNDS {
+                    let guard = mutex.lock().await.expect("lock");
+                    assert_eq!(holders.fetch_add(1, Ordering::SeqCst), 0, "two holders at once");
+                    // Read, yield to let any other holder run, then write: a lost update
+                    // would show in the final count.
+                    let seen = counter.load(Ordering::SeqCst);
+                    tokio::task::yield_now().await;
+                    counter.store(seen + 1, Ordering::SeqCst);
+                    holders.fetch_sub(1, Ordering::SeqCst);
+                    guard.release().await.expect("release");
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.expect("task panicked");
+    }
+    assert_eq!(counter.load(Ordering::SeqCst), SESSIONS as u64 * TASKS as u64 * ROUNDS);
+    let client = new_client().await;
+    wait_for_children(&client, &path, |c| c.is_empty()).await;
+}
+
+#[tokio::test]
+async fn waiters_are_served_in_queue_order() {
+    const WAITERS: usize = 6;
+    let path = format!("{PATH}/fifo");
+    let client = new_client().await;
+    let holder = Mutex::with_client(&client, &path).lock().await.unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..WAITERS {
+        // Separate sessions, so the order is decided by ZooKeeper alone.
+        let waiter_client = new_client().await;
+        let order = order.clone();
+        let mutex = Mutex::with_client(&waiter_client, &path);
+        tasks.push(tokio::spawn(async move {
+            let guard = mutex.lock().await.unwrap();
+            order.lock().unwrap().push(i);
+            guard.release().await.unwrap();
+            drop(waiter_client);
+        }));
+        // Queue the next waiter only after this one's node exists.
+        wait_for_children(&client, &path, |c| c.len() == i + 2).await;
+    }
+    holder.release().await.unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), (0..WAITERS).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn a_task_re_enters_without_a_new_node_and_others_wait_for_the_last_release() {
+    let path = format!("{PATH}/reentrant");
+    let client = new_client().await;
+    let mutex = Mutex::with_client(&client, &path);
+    let outer = mutex.lock().await.unwrap();
+    let inner = mutex.lock().await.unwrap();
+    assert_eq!(inner.node_path(), outer.node_path());
+    assert_eq!(inner.fencing_token(), outer.fencing_token());
+    assert_eq!(children(&client, &path).await.len(), 1, "re-entry creates no node");
+
+    let other = {
+        let mutex = mutex.clone();
+        move || {
+            let mutex = mutex.clone();
+            tokio::spawn(async move { mutex.try_lock().await.map(drop) })
+        }
+    };
+    assert!(matches!(other().await.unwrap(), Err(Error::Busy { .. })), "another task of the same client must wait");
+    inner.release().await.unwrap();
+    assert!(outer.is_held());
+    assert!(matches!(other().await.unwrap(), Err(Error::Busy { .. })), "one release of two keeps the lock");
+    outer.release().await.unwrap();
+    other().await.unwrap().expect("free after the last release");
+}
+
+#[tokio::test]
+async fn timeout_and_busy_remove_their_node_before_returning() {
+    let path = format!("{PATH}/timeout");
+    let client = new_client().await;
+    let holder = Mutex::with_client(&client, &path).lock().await.unwrap();
+    let contender = new_client().await;
+    let mutex = Mutex::with_client(&contender, &path);
+
+    let started = tokio::time::Instant::now();
+    match mutex.lock_timeout(Duration::from_millis(300)).await {
+        Err(Error::Timeout { path: p, waited }) => {
+            assert_eq!(p, path);
+            assert!(waited >= Duration::from_millis(300), "waited {waited:?}");
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(children(&client, &path).await, [holder.node_path().rsplit('/').next().unwrap()]);
+
+    assert!(matches!(mutex.try_lock().await, Err(Error::Busy { path: p }) if p == path));
+    assert!(matches!(mutex.lock_timeout(Duration::ZERO).await, Err(Error::Busy { .. })));
+    assert_eq!(children(&client, &path).await.len(), 1, "only the holder's node is left");
+
+    holder.release().await.unwrap();
+    let guard = mutex.try_lock().await.expect("free now");
+    guard.release().await.unwrap();
+    assert!(children(&client, &path).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquisitions_dropped_at_random_points_leave_no_node() {
+    let path = format!("{PATH}/cancel");
+    let client = new_client().await;
+    let mut rng = Rng::from_time();
+    for round in 0..60 {
+        // Half the rounds contend with a holder, half race the uncontended path.
+        let holder = if round % 2 == 0 { Some(Mutex::with_client(&client, &path).lock().await.unwrap()) } else { None };
+        let contender = client.clone();
+        let path = path.clone();
+        let acquire = tokio::spawn(async move { Mutex::with_client(&contender, &path).lock().await });
+        tokio::time::sleep(Duration::from_micros(rng.below(3_000))).await;
+        acquire.abort();
+        // Whatever the abort interrupted, a guard it produced is dropped too.
+        let _ = acquire.await;
+        drop(holder);
+    }
+    wait_for_children(&client, &path, |c| c.is_empty()).await;
+}
+
+#[tokio::test]
+async fn dropping_a_guard_deletes_its_node() {
+    let path = format!("{PATH}/drop");
+    let client = new_client().await;
+    let guard = Mutex::with_client(&client, &path).lock().await.unwrap();
+    assert_eq!(children(&client, &path).await.len(), 1);
+    drop(guard);
+    wait_for_children(&client, &path, |c| c.is_empty()).await;
+}
+
+#[tokio::test]
+async fn fencing_tokens_grow_with_every_grant() {
+    let path = format!("{PATH}/fencing");
+    let client = new_client().await;
+    let mutex = Mutex::with_client(&client, &path);
+    let mut last = 0;
+    for _ in 0..5 {
+        let guard = mutex.lock().await.unwrap();
+        assert!(guard.fencing_token() > last, "{} after {last}", guard.fencing_token());
+        last = guard.fencing_token();
+        guard.release().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn session_expiry_loses_the_lock_and_a_new_session_serves_new_acquisitions() {
+    let path = format!("{PATH}/expiry");
+    let holder_client = client_with_session_timeout(Duration::from_secs(4)).await;
+    let mutex = Mutex::with_client(&holder_client, &path);
+    let guard = mutex.lock().await.unwrap();
+    let lost = guard.lost();
+    assert!(guard.is_held());
+
+    server().expire_session(&holder_client.zookeeper()).await.expect("expire");
+    let reason = tokio::time::timeout(Duration::from_secs(30), lost).await.expect("lost() resolves");
+    assert_eq!(reason, LostReason::SessionExpired);
+    assert!(!guard.is_held());
+
+    let other = new_client().await;
+    let taken = Mutex::with_client(&other, &path)
+        .lock_timeout(Duration::from_secs(30))
+        .await
+        .expect("another session acquires");
+    assert!(taken.fencing_token() > guard.fencing_token());
+    assert!(matches!(guard.release().await, Err(Error::Lost { reason: LostReason::SessionExpired, .. })));
+    taken.release().await.unwrap();
+
+    // The same client opens a new session for new acquisitions.
+    let again = mutex.lock_timeout(Duration::from_secs(30)).await.expect("renewed session");
+    assert!(again.is_held());
+    again.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn deleting_the_node_loses_the_lock() {
+    let path = format!("{PATH}/deleted");
+    let client = new_client().await;
+    let guard = Mutex::with_client(&client, &path).lock().await.unwrap();
+    let lost = guard.lost();
+    client.zookeeper().delete(guard.node_path(), None).await.unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(30), lost).await.expect("lost() resolves");
+    assert_eq!(reason, LostReason::NodeDeleted);
+    assert!(!guard.is_held());
+    assert!(matches!(guard.release().await, Err(Error::Lost { reason: LostReason::NodeDeleted, .. })));
+}
+
+#[tokio::test]
+async fn invalid_paths_are_refused_before_any_request() {
+    let client = new_client().await;
+    for path in ["relative", "/trailing/", "/a//b", "/a/./b", "/a/..", "/zookeeper/x", "/bad\u{1}char", ""] {
+        match Mutex::with_client(&client, path).try_lock().await {
+            Err(Error::InvalidPath { path: p, reason }) => {
+                assert_eq!(p, path);
+                assert!(!reason.is_empty());
+            }
+            other => panic!("{path:?}: expected InvalidPath, got {other:?}"),
+        }
+    }
+}
