@@ -3,10 +3,10 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
-use zookeeper_client::{Client as ZkClient, Error as ZkError, EventType};
+use zookeeper_client::{Client as ZkClient, Error as ZkError, EventType, OneshotWatcher, Stat};
 
 use crate::background;
 use crate::client::Client;
@@ -27,17 +27,21 @@ pub(crate) struct Hold {
     pub token: i64,
     session: Arc<Session>,
     lost: watch::Receiver<Option<LostReason>>,
-    monitor: JoinHandle<()>,
-    released: AtomicBool,
+    /// Set before our own delete is sent, so the loss watch takes that delete for a release.
+    released: Arc<AtomicBool>,
 }
 
 impl Hold {
     pub(crate) fn new(client: &Client, key: String, path: &str, granted: Granted) -> Arc<Self> {
         let (report, lost) = watch::channel(None);
-        let monitor = background::spawn(watch_for_loss(
+        let first_watch = send_watch_now(granted.session.zk.clone(), granted.node_path.clone());
+        let released = Arc::new(AtomicBool::new(false));
+        background::spawn(watch_for_loss(
             granted.session.clone(),
+            first_watch,
             granted.node_path.clone(),
             granted.losses_seen,
+            released.clone(),
             report,
         ));
         let hold = Arc::new(Self {
@@ -49,8 +53,7 @@ impl Hold {
             token: granted.token,
             session: granted.session,
             lost,
-            monitor,
-            released: AtomicBool::new(false),
+            released,
         });
         client.holds().insert(hold.key.clone(), Arc::downgrade(&hold));
         hold
@@ -104,14 +107,12 @@ impl Hold {
         }
     }
 
-    /// Marks the hold released, stops the loss watch and sends the delete; the returned future
-    /// waits for its reply. `None` if it was released before.
+    /// Marks the hold released and sends the delete; the returned future waits for its reply.
+    /// `None` if it was released before.
     fn start_release(&self) -> Option<impl Future<Output = std::result::Result<(), ZkError>> + Send + 'static> {
         if self.released.swap(true, Ordering::AcqRel) {
             return None;
         }
-        // Stop watching first, so our own delete is not taken for a loss.
-        self.monitor.abort();
         let mut holds = self.client.holds();
         if holds.get(&self.key).is_some_and(|entry| std::ptr::eq(entry.as_ptr(), self)) {
             holds.remove(&self.key);
@@ -154,21 +155,48 @@ impl Drop for Hold {
 /// Reports the first loss: the session's, or the deletion of our node by someone else.
 async fn watch_for_loss(
     session: Arc<Session>,
+    first_watch: impl Future<Output = WatchReply> + Send,
     node_path: String,
     losses_seen: u64,
+    released: Arc<AtomicBool>,
     report: watch::Sender<Option<LostReason>>,
 ) {
     let reason = tokio::select! {
         reason = session.lost_after(losses_seen) => reason,
-        reason = node_deleted(&session.zk, &node_path) => reason,
+        reason = node_deleted(&session.zk, &node_path, first_watch) => reason,
     };
-    report.send_replace(Some(reason));
+    // The watch runs until our own delete fires it: ending it earlier would cost a request to
+    // remove the watch from the server.
+    if !released.load(Ordering::Acquire) {
+        report.send_replace(Some(reason));
+    }
+}
+
+type WatchReply = std::result::Result<(Vec<u8>, Stat, OneshotWatcher), ZkError>;
+
+/// Sends the watch request on our own node now, in order with the caller's next requests, so
+/// that setting it costs the caller no round trip and no scheduling delay; the reply is awaited
+/// by whoever polls the returned future next.
+fn send_watch_now(zk: ZkClient, node_path: String) -> impl Future<Output = WatchReply> + Send {
+    let mut reply = Box::pin(async move { zk.get_and_watch_data(&node_path).await });
+    // The request is sent during the first poll; nobody needs waking for this one.
+    let early = match reply.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(result) => Some(result),
+        Poll::Pending => None,
+    };
+    async move {
+        match early {
+            Some(result) => result,
+            None => reply.await,
+        }
+    }
 }
 
 /// Resolves if our node is deleted. Session trouble is left to the session's own watch.
-async fn node_deleted(zk: &ZkClient, node_path: &str) -> LostReason {
+async fn node_deleted(zk: &ZkClient, node_path: &str, first_watch: impl Future<Output = WatchReply>) -> LostReason {
+    let mut reply = first_watch.await;
     loop {
-        match zk.get_and_watch_data(node_path).await {
+        match reply {
             Ok((_, _, watcher)) => {
                 let event = watcher.changed().await;
                 if event.event_type == EventType::NodeDeleted {
@@ -186,5 +214,6 @@ async fn node_deleted(zk: &ZkClient, node_path: &str) -> LostReason {
             }
             Err(_) => return std::future::pending().await,
         }
+        reply = zk.get_and_watch_data(node_path).await;
     }
 }

@@ -249,35 +249,30 @@ fn missing_java_is_reported_with_the_package_to_install() {
     assert!(from_path.is_ok() || from_home.is_ok(), "java is installed on this machine");
 }
 
-/// The environment variable that turns [`leaked_server_child`] on.
+/// Set in the child process of [`a_leaked_server_dies_with_its_process`], which leaks the server.
 const LEAK_CHILD: &str = "ZK_LOCK_TESTING_LEAK_CHILD";
 
-/// Runs in a child process of [`a_leaked_server_dies_with_its_process`]: starts the shared
-/// server, which is never dropped, reports it and lets the process exit.
-#[test]
-#[ignore = "run by a_leaked_server_dies_with_its_process"]
-fn leaked_server_child() {
-    if std::env::var_os(LEAK_CHILD).is_none() {
-        return;
-    }
-    let server = shared_server();
-    let pid = server.pid().expect("the server runs");
-    let dir = server.data_dir().parent().expect("the data dir is in the server dir");
-    println!("leaked-pid={pid}");
-    println!("leaked-dir={}", dir.display());
-}
-
+/// Starts a server that is never dropped and lets the process exit: the watchdog must kill
+/// the JVM anyway. The test runs itself in a child process for the leaking part.
 #[test]
 fn a_leaked_server_dies_with_its_process() {
+    if std::env::var_os(LEAK_CHILD).is_some() {
+        let server = shared_server();
+        let pid = server.pid().expect("the server runs");
+        let dir = server.data_dir().parent().expect("the data dir is in the server dir");
+        println!("leaked-pid={pid}");
+        println!("leaked-dir={}", dir.display());
+        return;
+    }
     let output = Command::new(std::env::current_exe().unwrap())
-        .args(["leaked_server_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .args(["a_leaked_server_dies_with_its_process", "--exact", "--nocapture", "--test-threads=1"])
         .env(LEAK_CHILD, "1")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "child failed: {stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     let value = |key: &str| {
-        // libtest prints `test leaked_server_child ... ` on the same line as the first value.
+        // libtest prints `test a_leaked_server_dies_with_its_process ... ` on the line of the first value.
         let found = stdout.lines().find_map(|line| line.split_once(key).map(|(_, value)| value));
         found.unwrap_or_else(|| panic!("child printed no {key}: {stdout}")).to_owned()
     };

@@ -1,0 +1,41 @@
+//! Counts the requests an uncontended lock cycle sends, with the server's own counter.
+
+use std::time::Duration;
+
+use zk_lock::testing::TestingServer;
+use zk_lock::{Client, Mutex};
+
+fn packets_received(server: &TestingServer) -> u64 {
+    let mntr = server.four_letter("mntr").expect("mntr");
+    mntr.lines()
+        .find_map(|line| line.strip_prefix("zk_packets_received\t"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no zk_packets_received in mntr output:\n{mntr}"))
+}
+
+/// Two writes (create, delete) and two reads (the listing sent with the create, and the watch on
+/// our own node that lets `lost()` see a deletion, sent without waiting for its reply). The
+/// watch must end by firing on our delete: a watch dropped earlier costs a fifth request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncontended_cycle_sends_four_requests() {
+    const CYCLES: u64 = 50;
+    // A server of its own: the counter must see no other test's traffic.
+    let server = TestingServer::start().expect("start server");
+    // A long session timeout keeps pings (also counted) out of the window.
+    let client =
+        Client::builder(server.connect_string()).session_timeout(Duration::from_secs(60)).connect().await.unwrap();
+    let mutex = Mutex::with_client(&client, "/requests/cycle");
+    // The first cycle also creates the parent node.
+    mutex.lock().await.unwrap().release().await.unwrap();
+
+    let before = packets_received(&server);
+    for _ in 0..CYCLES {
+        let guard = mutex.lock().await.unwrap();
+        guard.release().await.unwrap();
+    }
+    let sent = packets_received(&server) - before;
+    let per_cycle = sent as f64 / CYCLES as f64;
+    eprintln!("{sent} requests in {CYCLES} cycles: {per_cycle:.2} per cycle");
+    // A ping or two may fall in the window; a fifth request per cycle may not.
+    assert!((4.0..4.2).contains(&per_cycle), "{per_cycle:.2} requests per cycle");
+}
