@@ -105,3 +105,40 @@ pub(super) async fn find_protected(
         }
     }
 }
+
+/// A `create` whose reply was lost is simulated by creating the protected node by hand: the
+/// engine must find it by prefix, with its token, and remove it without knowing its name.
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use zookeeper_client::{Acls, CreateMode};
+
+    use super::*;
+    use crate::engine::node_name::new_protected_prefix;
+    use crate::testing::shared_server;
+
+    #[tokio::test]
+    async fn a_node_whose_create_reply_was_lost_is_found_and_removed_by_prefix() {
+        let zk = ZkClient::connect(&shared_server().connect_string()).await.unwrap();
+        let parent = "/unit-pending-protected";
+        let container = CreateMode::Container.with_acls(Acls::anyone_all());
+        zk.mkdir(parent, &container).await.unwrap();
+        let prefix = new_protected_prefix();
+        let sequential = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
+        let (stat, _) = zk.create(&format!("{parent}/{prefix}lock-"), b"", &sequential).await.unwrap();
+        let (other, _) =
+            zk.create(&format!("{parent}/{}lock-", new_protected_prefix()), b"", &sequential).await.unwrap();
+
+        let (name, token) = find_protected(&zk, parent, &prefix).await.unwrap().expect("found by prefix");
+        assert!(name.starts_with(&prefix), "{name}");
+        assert_eq!(token, stat.czxid);
+
+        let mut pending = PendingNode::new(Session::new(zk.clone()), parent, prefix.clone());
+        pending.sent();
+        pending.remove().await;
+        let left = zk.list_children(parent).await.unwrap();
+        assert_eq!(left.len(), 1, "only the other contender's node is left: {left:?}");
+        assert!(!left[0].starts_with(&prefix));
+        assert!(other.czxid > stat.czxid);
+        assert_eq!(find_protected(&zk, parent, &prefix).await.unwrap(), None);
+    }
+}
