@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
+use super::config::common_config;
 use super::four_letter::{four_letter_word, four_letter_word_within};
 use super::java::JavaSetup;
 use super::ports::free_ports;
@@ -484,29 +485,8 @@ impl TestingCluster {
 }
 
 fn member_config(member: &Member, servers: &str) -> String {
-    format!(
-        "# Written by zk_lock::testing.\n\
-         tickTime=500\n\
-         initLimit=10\n\
-         syncLimit=5\n\
-         minSessionTimeout=1000\n\
-         maxSessionTimeout=60000\n\
-         dataDir={data_dir}\n\
-         clientPort={client_port}\n\
-         clientPortAddress=127.0.0.1\n\
-         # Jetty would bind 8080, which parallel servers cannot share.\n\
-         admin.enableServer=false\n\
-         4lw.commands.whitelist=*\n\
-         # All test clients come from 127.0.0.1; the default limit is 60 per address.\n\
-         maxClientCnxns=0\n\
-         # A killed JVM loses nothing without fsync (the kernel keeps the writes).\n\
-         forceSync=no\n\
-         reconfigEnabled=false\n\
-         standaloneEnabled=false\n\
-         {servers}",
-        data_dir = member.data_dir.display(),
-        client_port = member.client_port,
-    )
+    let common = common_config(&member.data_dir, member.client_port);
+    format!("{common}initLimit=10\nsyncLimit=5\nreconfigEnabled=false\nstandaloneEnabled=false\n{servers}")
 }
 
 impl Drop for TestingCluster {

@@ -65,6 +65,7 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 mod cluster;
+mod config;
 mod four_letter;
 mod java;
 mod ports;

@@ -6,6 +6,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use super::config::common_config;
 use super::java::JavaSetup;
 use super::ports::free_port;
 use super::probe::{self, StartFailure, REBIND_ATTEMPTS, REBIND_PAUSE, STOP_GRACE};
@@ -87,25 +88,7 @@ impl TestingServer {
     }
 
     fn config_text(&self) -> String {
-        format!(
-            "# Written by zk_lock::testing.\n\
-             tickTime=500\n\
-             minSessionTimeout=1000\n\
-             maxSessionTimeout=60000\n\
-             dataDir={data_dir}\n\
-             clientPort={port}\n\
-             clientPortAddress=127.0.0.1\n\
-             # Jetty would bind 8080, which parallel servers cannot share.\n\
-             admin.enableServer=false\n\
-             4lw.commands.whitelist=*\n\
-             # All test clients come from 127.0.0.1; the default limit is 60 per address.\n\
-             maxClientCnxns=0\n\
-             # A killed JVM loses nothing without fsync (the kernel keeps the writes); only a\n\
-             # machine crash would, and tests do not survive that anyway.\n\
-             forceSync=no\n",
-            data_dir = self.data_dir.display(),
-            port = self.port,
-        )
+        common_config(&self.data_dir, self.port)
     }
 
     /// Starts the JVM on the prepared configuration and waits until it serves.
