@@ -3,15 +3,15 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 
 use tokio::sync::watch;
-use zookeeper_client::{Client as ZkClient, Error as ZkError, EventType, OneshotWatcher, Stat};
+use zookeeper_client::Error as ZkError;
 
 use crate::background;
 use crate::client::Client;
-use crate::engine::{delete_with_retry, until_connected, Granted};
+use crate::engine::{delete_with_retry, Granted};
 use crate::error::{Error, LostReason, Result};
+use crate::node_watch::{watch_own_node, NodeState};
 use crate::session::Session;
 
 /// One granted lock node, shared by the guards of re-entrant acquisitions: it is deleted when
@@ -26,24 +26,15 @@ pub(crate) struct Hold {
     pub node_path: String,
     pub token: i64,
     session: Arc<Session>,
-    lost: watch::Receiver<Option<LostReason>>,
-    /// Set before our own delete is sent, so the loss watch takes that delete for a release.
+    state: watch::Receiver<NodeState>,
+    /// Set before our own delete is sent, so the node watch takes that delete for a release.
     released: Arc<AtomicBool>,
 }
 
 impl Hold {
     pub(crate) fn new(client: &Client, key: String, path: &str, granted: Granted) -> Arc<Self> {
-        let (report, lost) = watch::channel(None);
-        let first_watch = send_watch_now(granted.session.zk.clone(), granted.node_path.clone());
         let released = Arc::new(AtomicBool::new(false));
-        background::spawn(watch_for_loss(
-            granted.session.clone(),
-            first_watch,
-            granted.node_path.clone(),
-            granted.losses_seen,
-            released.clone(),
-            report,
-        ));
+        let state = watch_own_node(&granted.session, &granted.node_path, granted.losses_seen, released.clone());
         let hold = Arc::new(Self {
             client: client.clone(),
             key,
@@ -52,7 +43,7 @@ impl Hold {
             node_path: granted.node_path,
             token: granted.token,
             session: granted.session,
-            lost,
+            state,
             released,
         });
         client.holds().insert(hold.key.clone(), Arc::downgrade(&hold));
@@ -66,7 +57,21 @@ impl Hold {
     }
 
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
-        *self.lost.borrow()
+        self.state.borrow().lost
+    }
+
+    pub(crate) fn is_revoked(&self) -> bool {
+        self.state.borrow().revoked
+    }
+
+    /// Resolves once someone asked the holder to give the lock up (Curator's `__REVOKE__`).
+    pub(crate) fn revoked(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut state = self.state.clone();
+        async move {
+            if state.wait_for(|s| s.revoked).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
     }
 
     pub(crate) fn is_held(&self) -> bool {
@@ -79,9 +84,9 @@ impl Hold {
 
     /// Resolves when the lock is lost; never, if it is released first.
     pub(crate) fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
-        let mut lost = self.lost.clone();
+        let mut state = self.state.clone();
         async move {
-            let reason = lost.wait_for(Option::is_some).await.ok().and_then(|reason| *reason);
+            let reason = state.wait_for(|s| s.lost.is_some()).await.ok().and_then(|s| s.lost);
             match reason {
                 Some(reason) => reason,
                 None => std::future::pending().await,
@@ -89,8 +94,20 @@ impl Hold {
         }
     }
 
+    /// Gives up one guard's share: the last share deletes the node and reports whether the
+    /// lock was still ours; an inner re-entrant share only reports a loss.
+    pub(crate) async fn release_shared(hold: Arc<Self>) -> Result<()> {
+        match Arc::try_unwrap(hold) {
+            Ok(hold) => hold.release().await,
+            Err(shared) => match shared.lost_reason() {
+                Some(reason) => Err(shared.lost_error(reason)),
+                None => Ok(()),
+            },
+        }
+    }
+
     /// Deletes the node now and reports whether the lock was still ours.
-    pub(crate) async fn release(self) -> Result<()> {
+    async fn release(self) -> Result<()> {
         let delete = self.start_release();
         if let Some(reason) = self.lost_reason() {
             return Err(self.lost_error(reason));
@@ -149,71 +166,5 @@ impl Drop for Hold {
                 });
             }
         }
-    }
-}
-
-/// Reports the first loss: the session's, or the deletion of our node by someone else.
-async fn watch_for_loss(
-    session: Arc<Session>,
-    first_watch: impl Future<Output = WatchReply> + Send,
-    node_path: String,
-    losses_seen: u64,
-    released: Arc<AtomicBool>,
-    report: watch::Sender<Option<LostReason>>,
-) {
-    let reason = tokio::select! {
-        reason = session.lost_after(losses_seen) => reason,
-        reason = node_deleted(&session.zk, &node_path, first_watch) => reason,
-    };
-    // The watch runs until our own delete fires it: ending it earlier would cost a request to
-    // remove the watch from the server.
-    if !released.load(Ordering::Acquire) {
-        report.send_replace(Some(reason));
-    }
-}
-
-type WatchReply = std::result::Result<(Vec<u8>, Stat, OneshotWatcher), ZkError>;
-
-/// Sends the watch request on our own node now, in order with the caller's next requests, so
-/// that setting it costs the caller no round trip and no scheduling delay; the reply is awaited
-/// by whoever polls the returned future next.
-fn send_watch_now(zk: ZkClient, node_path: String) -> impl Future<Output = WatchReply> + Send {
-    let mut reply = Box::pin(async move { zk.get_and_watch_data(&node_path).await });
-    // The request is sent during the first poll; nobody needs waking for this one.
-    let early = match reply.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(result) => Some(result),
-        Poll::Pending => None,
-    };
-    async move {
-        match early {
-            Some(result) => result,
-            None => reply.await,
-        }
-    }
-}
-
-/// Resolves if our node is deleted. Session trouble is left to the session's own watch.
-async fn node_deleted(zk: &ZkClient, node_path: &str, first_watch: impl Future<Output = WatchReply>) -> LostReason {
-    let mut reply = first_watch.await;
-    loop {
-        match reply {
-            Ok((_, _, watcher)) => {
-                let event = watcher.changed().await;
-                if event.event_type == EventType::NodeDeleted {
-                    return LostReason::NodeDeleted;
-                }
-                if event.session_state.is_terminated() {
-                    return std::future::pending().await;
-                }
-            }
-            Err(ZkError::NoNode) => return LostReason::NodeDeleted,
-            Err(ZkError::ConnectionLoss) => {
-                if until_connected(zk).await.is_err() {
-                    return std::future::pending().await;
-                }
-            }
-            Err(_) => return std::future::pending().await,
-        }
-        reply = zk.get_and_watch_data(node_path).await;
     }
 }

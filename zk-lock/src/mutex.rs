@@ -1,20 +1,15 @@
 //! [`Mutex`]: Curator's `InterProcessMutex`, re-entrant per tokio task.
 
 use std::fmt;
-use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::engine::{acquire, node_name::mutex_blockers, LockSpec, Wait};
-use crate::error::{LostReason, Result};
+use crate::engine::{acquire, node_name::MUTEX, LockSpec, Wait};
+use crate::error::Result;
 use crate::hold::Hold;
 use crate::holder::describe_current_holder;
 use crate::path::validate_lock_path;
 use crate::registry;
-
-/// Curator's node name for `InterProcessMutex`: `_c_<uuid>-lock-<sequence>`.
-const LOCK_NAME: &str = "lock-";
 
 /// A distributed mutual-exclusion lock at a ZooKeeper path, compatible with Curator's
 /// `InterProcessMutex`: Rust and Java processes using the same path exclude each other.
@@ -135,7 +130,7 @@ impl Mutex {
             };
         }
         let data = self.data.clone().unwrap_or_else(describe_current_holder);
-        let spec = LockSpec { path: &self.path, lock_name: LOCK_NAME, data: &data, blockers: mutex_blockers };
+        let spec = LockSpec { path: &self.path, rules: &MUTEX, lock_name: MUTEX.names[0], data: &data };
         let granted = acquire(client, &spec, wait).await?;
         Ok(MutexGuard { hold: Hold::new(client, key, &self.path, granted) })
     }
@@ -147,79 +142,11 @@ impl fmt::Debug for Mutex {
     }
 }
 
-/// Proof that this task holds a [`Mutex`].
-///
-/// Release it with [`release`](Self::release) to learn whether the lock was still held until
-/// then. Dropping it instead deletes the lock node in the background (the delete request is
-/// sent before `drop` returns), which also covers cancellation and panics.
-#[must_use = "the lock is released as soon as the guard is dropped"]
-#[clippy::has_significant_drop]
-pub struct MutexGuard {
-    hold: Arc<Hold>,
-}
-
-impl MutexGuard {
-    /// Releases the lock and waits until ZooKeeper confirmed the delete. Releasing a re-entrant
-    /// acquisition only gives up that level; the node goes with the outermost one.
+crate::guard::lock_guard! {
+    /// Proof that this task holds a [`Mutex`].
     ///
-    /// # Errors
-    ///
-    /// [`Error::Lost`](crate::Error::Lost) if the lock had been lost before the release: the
-    /// work done under it may have overlapped with another holder's.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: the delete is sent before the first await and retried in the background.
-    pub async fn release(self) -> Result<()> {
-        match Arc::try_unwrap(self.hold) {
-            Ok(hold) => hold.release().await,
-            Err(shared) => match shared.lost_reason() {
-                Some(reason) => Err(shared.lost_error(reason)),
-                None => Ok(()),
-            },
-        }
-    }
-
-    /// The fencing token: the lock node's creation zxid. It grows with every grant of every lock
-    /// on the ensemble, so a store that remembers the largest token it has seen can refuse writes
-    /// from a holder that lost the lock without knowing it.
-    pub fn fencing_token(&self) -> i64 {
-        self.hold.token
-    }
-
-    /// The full path of the lock node, `<path>/_c_<uuid>-lock-<sequence>`.
-    pub fn node_path(&self) -> &str {
-        &self.hold.node_path
-    }
-
-    /// The lock path.
-    pub fn path(&self) -> &str {
-        &self.hold.path
-    }
-
-    /// Whether the lock is still held: not released, and not lost to a session expiry, a long
-    /// disconnection or a deletion of the node by someone else.
-    pub fn is_held(&self) -> bool {
-        self.hold.is_held()
-    }
-
-    /// Resolves when the lock is lost, with the reason; never, if it is released first. Race it
-    /// against the work done under the lock to stop that work when the lock goes.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only observes.
-    pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
-        self.hold.lost()
-    }
-}
-
-impl fmt::Debug for MutexGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MutexGuard")
-            .field("node_path", &self.hold.node_path)
-            .field("fencing_token", &self.hold.token)
-            .field("is_held", &self.is_held())
-            .finish()
-    }
+    /// Release it with [`release`](Self::release) to learn whether the lock was still held until
+    /// then. Dropping it instead deletes the lock node in the background (the delete request is
+    /// sent before `drop` returns), which also covers cancellation and panics.
+    MutexGuard
 }

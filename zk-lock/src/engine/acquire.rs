@@ -8,7 +8,7 @@ use zookeeper_client::{
     Acls, Client as ZkClient, CreateMode, CreateOptions, Error as ZkError, EventType, MultiReadResult,
 };
 
-use super::node_name::{new_protected_prefix, sorted_nodes, SequenceNode};
+use super::node_name::{new_protected_prefix, sorted_nodes, QueueRules};
 use super::pending::{find_protected, PendingNode};
 use super::retry::until_connected;
 use crate::client::Client;
@@ -26,12 +26,12 @@ const MAX_PROBED_AT_ONCE: usize = 256;
 pub(crate) struct LockSpec<'a> {
     /// The lock path, already validated.
     pub path: &'a str,
-    /// The part of a node name before its sequence: `lock-`, `__READ__`, ...
+    /// The queue's rules.
+    pub rules: &'static QueueRules,
+    /// The name our node carries before its sequence: `lock-`, `__READ__`, ...
     pub lock_name: &'static str,
     /// Node data: who holds or waits.
     pub data: &'a [u8],
-    /// The nodes that must be gone before the node at `ours` holds the lock.
-    pub blockers: fn(&[SequenceNode], usize) -> Vec<String>,
 }
 
 /// How long an acquisition may wait.
@@ -137,19 +137,26 @@ async fn attempt(
     pending: &mut PendingNode,
     wait: Wait,
 ) -> std::result::Result<(String, i64), Failed> {
-    let (name, token, children) = join_queue(zk, spec, pending).await?;
-    let nodes = sorted_nodes(children, spec.lock_name);
-    let Some(ours) = nodes.iter().position(|node| node.name == name) else {
-        return Err(Failed::NodeVanished);
-    };
-    let blockers = (spec.blockers)(&nodes, ours);
-    if !blockers.is_empty() {
+    let (name, token, mut children) = join_queue(zk, spec, pending).await?;
+    loop {
+        let nodes = sorted_nodes(children, spec.rules.names);
+        let Some(ours) = nodes.iter().position(|node| node.name == name) else {
+            return Err(Failed::NodeVanished);
+        };
+        let blockers = (spec.rules.blockers)(&nodes, ours);
+        if blockers.is_empty() {
+            return Ok((format!("{}/{name}", spec.path), token));
+        }
         if let Wait::Once = wait {
             return Err(Failed::Busy);
         }
+        let recheck = spec.rules.recheck_after.is_some_and(|kind| blockers.iter().any(|b| b.contains(kind)));
         wait_until_gone(zk, spec.path, blockers).await?;
+        if !recheck {
+            return Ok((format!("{}/{name}", spec.path), token));
+        }
+        children = list_children(zk, spec.path).await?;
     }
-    Ok((format!("{}/{name}", spec.path), token))
 }
 
 /// Creates our node and lists the queue in one round trip: both requests are sent before either

@@ -15,7 +15,24 @@ const PROTECTED_MARKER: &str = "_c_";
 pub(crate) struct SequenceNode {
     pub name: String,
     pub sequence: u64,
+    /// Which of the queue's lock names it carries (`lock-`, `__READ__`, `__WRIT__`, ...).
+    pub kind: &'static str,
 }
+
+/// A recipe's queue: the names of its nodes and who must go before whom.
+pub(crate) struct QueueRules {
+    /// The lock names of every node kind sharing the queue.
+    pub names: &'static [&'static str],
+    /// The nodes that must be gone before the node at `ours` holds the lock.
+    pub blockers: fn(&[SequenceNode], usize) -> Vec<String>,
+    /// List the queue once more before granting if a node of this kind went while we waited:
+    /// a read lock taken by a writer's downgrade reuses the writer's sequence, so it can appear
+    /// ahead of us after our listing.
+    pub recheck_after: Option<&'static str>,
+}
+
+/// Curator's `InterProcessMutex`: `_c_<uuid>-lock-<seq>`, first come first served.
+pub(crate) const MUTEX: QueueRules = QueueRules { names: &["lock-"], blockers: all_ahead, recheck_after: None };
 
 /// The `_c_<uuid>-` prefix of a new node: a fresh random (version 4) UUID each time.
 pub(crate) fn new_protected_prefix() -> String {
@@ -32,19 +49,24 @@ pub(crate) fn sequence_of(name: &str, lock_name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// The lock nodes among `children`, in queue order. Other children (foreign nodes, another
-/// recipe's nodes) take no part in the queue.
-pub(crate) fn sorted_nodes(children: impl IntoIterator<Item = String>, lock_name: &str) -> Vec<SequenceNode> {
+/// The lock nodes among `children` whose name carries one of `names`, in queue order. Other
+/// children (foreign nodes, another recipe's nodes) take no part in the queue.
+pub(crate) fn sorted_nodes(children: impl IntoIterator<Item = String>, names: &[&'static str]) -> Vec<SequenceNode> {
     let mut nodes: Vec<SequenceNode> = children
         .into_iter()
-        .filter_map(|name| sequence_of(&name, lock_name).map(|sequence| SequenceNode { name, sequence }))
+        .filter_map(|name| {
+            let (kind, sequence) = names.iter().find_map(|&kind| Some((kind, sequence_of(&name, kind)?)))?;
+            Some(SequenceNode { name, sequence, kind })
+        })
         .collect();
-    nodes.sort_by_key(|node| node.sequence);
+    // Equal sequences happen after a downgrade (a read node at its writer's sequence); the
+    // name keeps the order stable.
+    nodes.sort_by(|a, b| a.sequence.cmp(&b.sequence).then_with(|| a.name.cmp(&b.name)));
     nodes
 }
 
-/// Mutex rule: every node ahead of ours must go before we hold the lock.
-pub(crate) fn mutex_blockers(nodes: &[SequenceNode], ours: usize) -> Vec<String> {
+/// Mutual exclusion: every node ahead of ours must go before we hold the lock.
+pub(crate) fn all_ahead(nodes: &[SequenceNode], ours: usize) -> Vec<String> {
     nodes[..ours].iter().map(|node| node.name.clone()).collect()
 }
 
@@ -91,7 +113,7 @@ mod tests {
     #[test]
     fn sorts_by_sequence_not_by_name() {
         let children = ["_c_f-lock-0000000003", "_c_a-lock-0000000010", "foreign", "_c_z-lock-0000000001"];
-        let nodes = sorted_nodes(children.map(String::from), "lock-");
+        let nodes = sorted_nodes(children.map(String::from), &["lock-"]);
         let sequences: Vec<u64> = nodes.iter().map(|n| n.sequence).collect();
         assert_eq!(sequences, [1, 3, 10]);
         assert_eq!(nodes[0].name, "_c_z-lock-0000000001");

@@ -1,0 +1,92 @@
+//! The methods every lock guard shares, generated once for each guard type.
+
+/// Defines a guard type around an [`Arc<Hold>`](crate::hold::Hold): release, fencing token,
+/// node path, loss and revocation, `Debug`. Each recipe keeps its own named type, as tokio's do.
+macro_rules! lock_guard {
+    ($(#[$meta:meta])* $name:ident) => {
+        $(#[$meta])*
+        #[must_use = "the lock is released as soon as the guard is dropped"]
+        #[clippy::has_significant_drop]
+        pub struct $name {
+            pub(crate) hold: ::std::sync::Arc<$crate::hold::Hold>,
+        }
+
+        impl $name {
+            /// Releases the lock and waits until ZooKeeper confirmed the delete. Releasing a
+            /// re-entrant acquisition only gives up that level; the node goes with the outermost.
+            ///
+            /// # Errors
+            ///
+            /// [`Error::Lost`](crate::Error::Lost) if the lock had been lost before the release:
+            /// the work done under it may have overlapped with another holder's.
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel safe: the delete is sent before the first await and retried in the background.
+            pub async fn release(self) -> $crate::Result<()> {
+                $crate::hold::Hold::release_shared(self.hold).await
+            }
+
+            /// The fencing token: the lock node's creation zxid. It grows with every grant of every
+            /// lock on the ensemble, so a store that remembers the largest token it has seen can
+            /// refuse writes from a holder that lost the lock without knowing it.
+            pub fn fencing_token(&self) -> i64 {
+                self.hold.token
+            }
+
+            /// The full path of the lock node, `<path>/_c_<uuid>-<name><sequence>`.
+            pub fn node_path(&self) -> &str {
+                &self.hold.node_path
+            }
+
+            /// The lock path.
+            pub fn path(&self) -> &str {
+                &self.hold.path
+            }
+
+            /// Whether the lock is still held: not released, and not lost to a session expiry, a
+            /// long disconnection or a deletion of the node by someone else.
+            pub fn is_held(&self) -> bool {
+                self.hold.is_held()
+            }
+
+            /// Resolves when the lock is lost, with the reason; never, if it is released first.
+            /// Race it against the work done under the lock to stop that work when the lock goes.
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel safe: it only observes.
+            pub fn lost(&self) -> impl ::core::future::Future<Output = $crate::LostReason> + Send + 'static {
+                self.hold.lost()
+            }
+
+            /// Resolves once someone asked the holder to give the lock up, with
+            /// [`revoke`](crate::revoke) or Curator's `Revoker` (a `__REVOKE__` written into the
+            /// node). The lock is still held: releasing it is the holder's decision.
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel safe: it only observes.
+            pub fn revoked(&self) -> impl ::core::future::Future<Output = ()> + Send + 'static {
+                self.hold.revoked()
+            }
+
+            /// Whether a revocation was requested.
+            pub fn is_revoked(&self) -> bool {
+                self.hold.is_revoked()
+            }
+        }
+
+        impl ::core::fmt::Debug for $name {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                f.debug_struct(stringify!($name))
+                    .field("node_path", &self.hold.node_path)
+                    .field("fencing_token", &self.hold.token)
+                    .field("is_held", &self.is_held())
+                    .finish()
+            }
+        }
+    };
+}
+
+pub(crate) use lock_guard;

@@ -1,0 +1,114 @@
+//! The watch on our own lock node: it tells a guard that its node was deleted by someone else,
+//! that its session is gone, or that a revocation was requested.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use tokio::sync::watch;
+use zookeeper_client::{Client as ZkClient, Error as ZkError, EventType, OneshotWatcher, Stat};
+
+use crate::background;
+use crate::engine::until_connected;
+use crate::error::LostReason;
+use crate::session::Session;
+
+/// Curator's revocation request, written into a holder's node by `Revoker.attemptRevoke`.
+pub(crate) const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
+
+/// What the watch has seen of a held node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct NodeState {
+    pub lost: Option<LostReason>,
+    pub revoked: bool,
+}
+
+/// Watches `node_path` until the lock is lost or released. The watch request is sent before
+/// this returns, in order with the caller's next requests, so setting it costs the caller no
+/// round trip; its reply is handled on the background runtime.
+pub(crate) fn watch_own_node(
+    session: &Arc<Session>,
+    node_path: &str,
+    losses_seen: u64,
+    released: Arc<AtomicBool>,
+) -> watch::Receiver<NodeState> {
+    let (report, state) = watch::channel(NodeState::default());
+    let first_watch = send_watch_now(session.zk.clone(), node_path.to_owned());
+    background::spawn(follow(session.clone(), first_watch, node_path.to_owned(), losses_seen, released, report));
+    state
+}
+
+/// Reports revocation requests and the first loss: the session's, or the deletion of our node.
+async fn follow(
+    session: Arc<Session>,
+    first_watch: impl Future<Output = WatchReply> + Send,
+    node_path: String,
+    losses_seen: u64,
+    released: Arc<AtomicBool>,
+    report: watch::Sender<NodeState>,
+) {
+    let reason = tokio::select! {
+        reason = session.lost_after(losses_seen) => reason,
+        reason = node_deleted(&session.zk, &node_path, first_watch, &report) => reason,
+    };
+    // The watch runs until our own delete fires it: ending it earlier would cost a request to
+    // remove the watch from the server.
+    if !released.load(Ordering::Acquire) {
+        report.send_modify(|state| state.lost = Some(reason));
+    }
+}
+
+type WatchReply = std::result::Result<(Vec<u8>, Stat, OneshotWatcher), ZkError>;
+
+/// Sends a `getData` with a watch on our node now; the reply is awaited by whoever polls the
+/// returned future next.
+fn send_watch_now(zk: ZkClient, node_path: String) -> impl Future<Output = WatchReply> + Send {
+    let mut reply = Box::pin(async move { zk.get_and_watch_data(&node_path).await });
+    // The request is sent during the first poll; nobody needs waking for this one.
+    let early = match reply.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(result) => Some(result),
+        Poll::Pending => None,
+    };
+    async move {
+        match early {
+            Some(result) => result,
+            None => reply.await,
+        }
+    }
+}
+
+/// Resolves if our node is deleted, reporting revocation requests on the way. Session trouble
+/// is left to the session's own watch.
+async fn node_deleted(
+    zk: &ZkClient,
+    node_path: &str,
+    first_watch: impl Future<Output = WatchReply>,
+    report: &watch::Sender<NodeState>,
+) -> LostReason {
+    let mut reply = first_watch.await;
+    loop {
+        match reply {
+            Ok((data, _, watcher)) => {
+                if data == REVOKE_MESSAGE {
+                    report.send_if_modified(|state| !std::mem::replace(&mut state.revoked, true));
+                }
+                let event = watcher.changed().await;
+                if event.event_type == EventType::NodeDeleted {
+                    return LostReason::NodeDeleted;
+                }
+                if event.session_state.is_terminated() {
+                    return std::future::pending().await;
+                }
+            }
+            Err(ZkError::NoNode) => return LostReason::NodeDeleted,
+            Err(ZkError::ConnectionLoss) => {
+                if until_connected(zk).await.is_err() {
+                    return std::future::pending().await;
+                }
+            }
+            Err(_) => return std::future::pending().await,
+        }
+        reply = zk.get_and_watch_data(node_path).await;
+    }
+}
