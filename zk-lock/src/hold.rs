@@ -56,6 +56,19 @@ impl Hold {
         (hold.owner == Owner::current()).then_some(hold)
     }
 
+    /// The session the lock was granted on.
+    pub(crate) fn session(&self) -> &Arc<Session> {
+        &self.session
+    }
+
+    /// Another share of this hold for a re-entrant acquisition, unless the lock was lost.
+    pub(crate) fn reenter(self: Arc<Self>) -> Result<Arc<Self>> {
+        match self.lost_reason() {
+            Some(reason) => Err(self.lost_error(reason)),
+            None => Ok(self),
+        }
+    }
+
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
         self.state.borrow().lost
     }

@@ -35,6 +35,7 @@ mod semaphore;
 mod semaphore_mutex;
 mod session;
 mod shared_count;
+mod target;
 #[cfg(feature = "testing")]
 pub mod testing;
 

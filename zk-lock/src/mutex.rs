@@ -4,12 +4,9 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::engine::{acquire, node_name::MUTEX, LockSpec, Wait};
+use crate::engine::node_name::MUTEX;
 use crate::error::Result;
-use crate::hold::Hold;
-use crate::holder::describe_current_holder;
-use crate::path::validate_lock_path;
-use crate::registry;
+use crate::target::{LockTarget, Patience};
 
 /// A distributed mutual-exclusion lock at a ZooKeeper path, compatible with Curator's
 /// `InterProcessMutex`: Rust and Java processes using the same path exclude each other.
@@ -30,9 +27,7 @@ use crate::registry;
 /// ```
 #[derive(Clone)]
 pub struct Mutex {
-    client: Option<Client>,
-    path: String,
-    data: Option<Vec<u8>>,
+    target: LockTarget,
 }
 
 impl Mutex {
@@ -41,24 +36,24 @@ impl Mutex {
     /// The path is checked when locking: an invalid one makes every lock call fail with
     /// [`Error::InvalidPath`](crate::Error::InvalidPath).
     pub fn new(path: impl Into<String>) -> Self {
-        Self { client: None, path: path.into(), data: None }
+        Self { target: LockTarget::new(None, path.into()) }
     }
 
     /// A mutex at `path` on `client`.
     pub fn with_client(client: &Client, path: impl Into<String>) -> Self {
-        Self { client: Some(client.clone()), path: path.into(), data: None }
+        Self { target: LockTarget::new(Some(client), path.into()) }
     }
 
     /// Sets the data of this mutex's lock nodes (default: `host=.. pid=.. task=..`).
     #[must_use]
     pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Self {
-        self.data = Some(data.into());
+        self.target.set_data(data.into());
         self
     }
 
     /// The lock path.
     pub fn path(&self) -> &str {
-        &self.path
+        &self.target.path
     }
 
     /// Waits for the lock, for at most the client's default timeout (none unless configured:
@@ -77,8 +72,7 @@ impl Mutex {
     /// Cancel safe: dropping the future at any point removes its queue node (in the background),
     /// and no lock is held.
     pub async fn lock(&self) -> Result<MutexGuard> {
-        let client = self.client().await?;
-        self.acquire(&client, Wait::timeout(client.default_timeout())).await
+        self.acquire(Patience::Default).await
     }
 
     /// Waits for the lock for at most `timeout`; a zero timeout makes one attempt, like
@@ -94,8 +88,7 @@ impl Mutex {
     ///
     /// Cancel safe, as [`lock`](Self::lock).
     pub async fn lock_timeout(&self, timeout: Duration) -> Result<MutexGuard> {
-        let client = self.client().await?;
-        self.acquire(&client, Wait::timeout(Some(timeout))).await
+        self.acquire(Patience::Timeout(timeout)).await
     }
 
     /// Takes the lock if nobody holds it or waits for it, in one round trip.
@@ -109,36 +102,19 @@ impl Mutex {
     ///
     /// Cancel safe, as [`lock`](Self::lock).
     pub async fn try_lock(&self) -> Result<MutexGuard> {
-        let client = self.client().await?;
-        self.acquire(&client, Wait::Once).await
+        self.acquire(Patience::Once).await
     }
 
-    async fn client(&self) -> Result<Client> {
-        match &self.client {
-            Some(client) => Ok(client.clone()),
-            None => registry::default_client().await,
-        }
-    }
-
-    async fn acquire(&self, client: &Client, wait: Wait) -> Result<MutexGuard> {
-        validate_lock_path(&self.path)?;
-        let key = format!("mutex {}", self.path);
-        if let Some(hold) = Hold::held_by_current_task(client, &key) {
-            return match hold.lost_reason() {
-                Some(reason) => Err(hold.lost_error(reason)),
-                None => Ok(MutexGuard { hold }),
-            };
-        }
-        let data = self.data.clone().unwrap_or_else(describe_current_holder);
-        let spec = LockSpec { path: &self.path, rules: &MUTEX, lock_name: MUTEX.names[0], data: &data };
-        let granted = acquire(client, &spec, wait).await?;
-        Ok(MutexGuard { hold: Hold::new(client, key, &self.path, granted) })
+    async fn acquire(&self, patience: Patience) -> Result<MutexGuard> {
+        let client = self.target.client().await?;
+        let hold = self.target.acquire(&client, "mutex", &MUTEX, MUTEX.names[0], patience).await?;
+        Ok(MutexGuard { hold })
     }
 }
 
 impl fmt::Debug for Mutex {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Mutex").field("path", &self.path).finish_non_exhaustive()
+        f.debug_struct("Mutex").field("path", &self.target.path).finish_non_exhaustive()
     }
 }
 

@@ -1,1 +1,262 @@
-//! (being written)
+//! [`RwLock`]: Curator's `InterProcessReadWriteLock`, fair, re-entrant, with downgrade.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use zookeeper_client::{Acls, CreateMode, CreateOptions, Error as ZkError};
+
+use crate::background;
+use crate::client::Client;
+use crate::engine::node_name::{new_protected_prefix, sequence_of, READ, RW_READ, RW_WRITE, WRITE};
+use crate::engine::{delete_with_retry, until_connected, Granted};
+use crate::error::{Error, Result};
+use crate::hold::Hold;
+use crate::path::validate_lock_path;
+use crate::target::{LockTarget, Patience};
+
+const READ_KIND: &str = "read";
+const WRITE_KIND: &str = "write";
+const DOWNGRADE_NODE: CreateOptions<'static> = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+
+/// A distributed read/write lock at a ZooKeeper path, compatible with Curator's
+/// `InterProcessReadWriteLock` (`_c_<uuid>-__READ__<seq>` and `_c_<uuid>-__WRIT__<seq>` nodes).
+///
+/// Readers share the lock; a writer excludes everyone. It is fair: everyone is served in queue
+/// order, so a queued writer keeps later readers waiting and is never starved.
+///
+/// Both sides are re-entrant per tokio task, as [`Mutex`](crate::Mutex) is. A task that holds
+/// the write lock may also take the read lock (a downgrade: release the write lock afterwards
+/// and keep reading, with no writer slipping in between). A task that holds only the read lock
+/// and asks for the write lock gets [`Error::WouldDeadlock`] at once: it would wait for itself.
+///
+/// ```no_run
+/// # async fn demo() -> zk_lock::Result<()> {
+/// let lock = zk_lock::RwLock::new("/catalog/sku-42");
+/// let price = {
+///     let _read = lock.read().await?;
+///     // ... read the price; other readers may do the same meanwhile ...
+/// };
+/// let write = lock.write().await?;
+/// // ... change the price; nobody reads or writes meanwhile ...
+/// write.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RwLock {
+    target: LockTarget,
+}
+
+impl RwLock {
+    /// A read/write lock at `path`, on the registry's default client. The path is checked
+    /// when locking.
+    pub fn new(path: impl Into<String>) -> Self {
+        Self { target: LockTarget::new(None, path.into()) }
+    }
+
+    /// A read/write lock at `path` on `client`.
+    pub fn with_client(client: &Client, path: impl Into<String>) -> Self {
+        Self { target: LockTarget::new(Some(client), path.into()) }
+    }
+
+    /// Sets the data of this lock's nodes (default: `host=.. pid=.. task=..`).
+    #[must_use]
+    pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Self {
+        self.target.set_data(data.into());
+        self
+    }
+
+    /// The lock path.
+    pub fn path(&self) -> &str {
+        &self.target.path
+    }
+
+    /// Waits for the read lock, for at most the client's default timeout (none unless
+    /// configured).
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::InvalidPath`] if the path is not a valid lock path.
+    /// - [`Error::Timeout`] if the client's default timeout passed first.
+    /// - [`Error::Lost`] if this task already holds the lock and it was lost.
+    /// - [`Error::Connect`] or [`Error::Zookeeper`] if ZooKeeper cannot be reached or refuses a
+    ///   request.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future at any point removes its queue node (in the background).
+    pub async fn read(&self) -> Result<ReadGuard> {
+        self.acquire_read(Patience::Default).await
+    }
+
+    /// Waits for the read lock for at most `timeout`; zero makes one attempt.
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read), with [`Error::Timeout`] after `timeout` ([`Error::Busy`] for
+    /// zero). The queue node is deleted before the error is returned.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`read`](Self::read).
+    pub async fn read_timeout(&self, timeout: Duration) -> Result<ReadGuard> {
+        self.acquire_read(Patience::Timeout(timeout)).await
+    }
+
+    /// Takes the read lock if no writer holds it or waits for it, in one round trip.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Busy`] if a writer is ahead, otherwise as [`read`](Self::read).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`read`](Self::read).
+    pub async fn try_read(&self) -> Result<ReadGuard> {
+        self.acquire_read(Patience::Once).await
+    }
+
+    /// Waits for the write lock, for at most the client's default timeout (none unless
+    /// configured).
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::WouldDeadlock`] if this task holds the read lock but not the write lock.
+    /// - Otherwise as [`read`](Self::read).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`read`](Self::read).
+    pub async fn write(&self) -> Result<WriteGuard> {
+        self.acquire_write(Patience::Default).await
+    }
+
+    /// Waits for the write lock for at most `timeout`; zero makes one attempt.
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write), with [`Error::Timeout`] after `timeout` ([`Error::Busy`] for
+    /// zero). The queue node is deleted before the error is returned.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`read`](Self::read).
+    pub async fn write_timeout(&self, timeout: Duration) -> Result<WriteGuard> {
+        self.acquire_write(Patience::Timeout(timeout)).await
+    }
+
+    /// Takes the write lock if nobody holds it or waits for it, in one round trip.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Busy`] if anyone is ahead, otherwise as [`write`](Self::write).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`read`](Self::read).
+    pub async fn try_write(&self) -> Result<WriteGuard> {
+        self.acquire_write(Patience::Once).await
+    }
+
+    async fn acquire_read(&self, patience: Patience) -> Result<ReadGuard> {
+        let client = self.target.client().await?;
+        validate_lock_path(&self.target.path)?;
+        if let Some(hold) = Hold::held_by_current_task(&client, &self.target.key(READ_KIND)) {
+            return Ok(ReadGuard { hold: hold.reenter()? });
+        }
+        if let Some(writer) = Hold::held_by_current_task(&client, &self.target.key(WRITE_KIND)) {
+            let hold = self.downgrade(&client, writer.reenter()?).await?;
+            return Ok(ReadGuard { hold });
+        }
+        let hold = self.target.acquire(&client, READ_KIND, &RW_READ, READ, patience).await?;
+        Ok(ReadGuard { hold })
+    }
+
+    async fn acquire_write(&self, patience: Patience) -> Result<WriteGuard> {
+        let client = self.target.client().await?;
+        validate_lock_path(&self.target.path)?;
+        let holds_write = Hold::held_by_current_task(&client, &self.target.key(WRITE_KIND)).is_some();
+        if !holds_write && Hold::held_by_current_task(&client, &self.target.key(READ_KIND)).is_some() {
+            return Err(Error::WouldDeadlock {
+                path: self.target.path.clone(),
+                reason: "this task holds the read lock, and the write lock waits for every reader; \
+                         release the read lock first (take the write lock first to downgrade instead)"
+                    .to_owned(),
+            });
+        }
+        let hold = self.target.acquire(&client, WRITE_KIND, &RW_WRITE, WRITE, patience).await?;
+        Ok(WriteGuard { hold })
+    }
+
+    /// Takes the read lock while this task holds the write lock: the read node is created at
+    /// the writer's own sequence (EPHEMERAL, not sequential, as Curator does since CURATOR-621),
+    /// so writers queued behind us keep waiting after our write lock is released.
+    async fn downgrade(&self, client: &Client, writer: Arc<Hold>) -> Result<Arc<Hold>> {
+        let writer_name = writer.node_path.rsplit('/').next().unwrap_or_default();
+        let digits = sequence_digits(writer_name).ok_or_else(|| {
+            Error::invalid_path(&writer.node_path, "the write lock node has no sequence; it was not made by a lock")
+        })?;
+        let node_path = format!("{}/{}{READ}{digits}", self.target.path, new_protected_prefix());
+        let session = writer.session().clone();
+        let losses_seen = session.health().losses;
+        // Until the node is a held lock, a cancelled downgrade deletes it.
+        let mut cleanup = DeleteOnDrop { zk: Some(session.zk.clone()), path: node_path.clone() };
+        let token = create_downgrade_node(&session.zk, &node_path, &self.target.node_data()).await?;
+        cleanup.zk = None;
+        let granted = Granted { session, node_path, token, losses_seen };
+        Ok(Hold::new(client, self.target.key(READ_KIND), &self.target.path, granted))
+    }
+}
+
+impl fmt::Debug for RwLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RwLock").field("path", &self.target.path).finish_non_exhaustive()
+    }
+}
+
+/// The sequence digits of a write node name, as the server wrote them (10, or 19 past `i32`).
+fn sequence_digits(name: &str) -> Option<&str> {
+    sequence_of(name, WRITE)?;
+    Some(&name[name.rfind(WRITE)? + WRITE.len()..])
+}
+
+/// Creates the downgrade's read node and returns its creation zxid. After a connection loss the
+/// node may exist already: its name is unique, so finding it means our create went through.
+async fn create_downgrade_node(zk: &zookeeper_client::Client, node_path: &str, data: &[u8]) -> Result<i64> {
+    loop {
+        match zk.create(node_path, data, &DOWNGRADE_NODE).await {
+            Ok((stat, _)) => return Ok(stat.czxid),
+            Err(ZkError::NodeExists) => return Ok(zk.get_data(node_path).await?.1.czxid),
+            Err(ZkError::ConnectionLoss) => until_connected(zk).await?,
+            Err(error) => return Err(error.into()),
+        }
+    }
+}
+
+struct DeleteOnDrop {
+    zk: Option<zookeeper_client::Client>,
+    path: String,
+}
+
+impl Drop for DeleteOnDrop {
+    fn drop(&mut self) {
+        if let Some(zk) = self.zk.take() {
+            let delete = delete_with_retry(&zk, std::mem::take(&mut self.path));
+            background::spawn(async move {
+                let _ = delete.await;
+            });
+        }
+    }
+}
+
+crate::guard::lock_guard! {
+    /// Proof that this task holds the read side of an [`RwLock`]. Dropping it releases the lock
+    /// in the background; [`release`](Self::release) reports whether it was still held.
+    ReadGuard
+}
+
+crate::guard::lock_guard! {
+    /// Proof that this task holds the write side of an [`RwLock`]. Dropping it releases the
+    /// lock in the background; [`release`](Self::release) reports whether it was still held.
+    WriteGuard
+}

@@ -34,6 +34,21 @@ pub(crate) struct QueueRules {
 /// Curator's `InterProcessMutex`: `_c_<uuid>-lock-<seq>`, first come first served.
 pub(crate) const MUTEX: QueueRules = QueueRules { names: &["lock-"], blockers: all_ahead, recheck_after: None };
 
+/// Curator's `InterProcessReadWriteLock` read node name.
+pub(crate) const READ: &str = "__READ__";
+/// Curator's `InterProcessReadWriteLock` write node name.
+pub(crate) const WRITE: &str = "__WRIT__";
+
+/// A reader waits for the writers ahead of it only, so readers share the lock, and a queued
+/// writer keeps later readers out (no writer starvation).
+pub(crate) const RW_READ: QueueRules =
+    QueueRules { names: &[READ, WRITE], blockers: writers_ahead, recheck_after: None };
+
+/// A writer waits for every node ahead. When a writer ahead goes, its task may have downgraded
+/// first: a read node at that writer's sequence, created after our listing, so list once more.
+pub(crate) const RW_WRITE: QueueRules =
+    QueueRules { names: &[READ, WRITE], blockers: all_ahead, recheck_after: Some(WRITE) };
+
 /// The `_c_<uuid>-` prefix of a new node: a fresh random (version 4) UUID each time.
 pub(crate) fn new_protected_prefix() -> String {
     format!("{PROTECTED_MARKER}{}-", random_uuid())
@@ -68,6 +83,11 @@ pub(crate) fn sorted_nodes(children: impl IntoIterator<Item = String>, names: &[
 /// Mutual exclusion: every node ahead of ours must go before we hold the lock.
 pub(crate) fn all_ahead(nodes: &[SequenceNode], ours: usize) -> Vec<String> {
     nodes[..ours].iter().map(|node| node.name.clone()).collect()
+}
+
+/// Read/write rule for readers: only writers ahead block.
+pub(crate) fn writers_ahead(nodes: &[SequenceNode], ours: usize) -> Vec<String> {
+    nodes[..ours].iter().filter(|node| node.kind == WRITE).map(|node| node.name.clone()).collect()
 }
 
 fn random_uuid() -> String {
@@ -121,10 +141,40 @@ mod tests {
 
     #[test]
     fn mutex_waits_for_everything_ahead() {
-        let nodes =
-            sorted_nodes(["a-lock-0000000001", "b-lock-0000000002", "c-lock-0000000003"].map(String::from), "lock-");
-        assert!(mutex_blockers(&nodes, 0).is_empty());
-        assert_eq!(mutex_blockers(&nodes, 2), ["a-lock-0000000001", "b-lock-0000000002"]);
+        let children = ["a-lock-0000000001", "b-lock-0000000002", "c-lock-0000000003"];
+        let nodes = sorted_nodes(children.map(String::from), MUTEX.names);
+        assert!((MUTEX.blockers)(&nodes, 0).is_empty());
+        assert_eq!((MUTEX.blockers)(&nodes, 2), ["a-lock-0000000001", "b-lock-0000000002"]);
+    }
+
+    #[test]
+    fn readers_wait_for_writers_ahead_and_writers_for_everyone() {
+        let children = [
+            "_c_a-__READ__0000000001",
+            "_c_b-__WRIT__0000000002",
+            "_c_c-__READ__0000000003",
+            "_c_d-__WRIT__0000000004",
+        ];
+        let nodes = sorted_nodes(children.map(String::from), RW_READ.names);
+        assert_eq!(nodes.iter().map(|n| n.kind).collect::<Vec<_>>(), [READ, WRITE, READ, WRITE]);
+        assert!((RW_READ.blockers)(&nodes, 0).is_empty(), "the first reader holds");
+        assert_eq!(
+            (RW_READ.blockers)(&nodes, 2),
+            ["_c_b-__WRIT__0000000002"],
+            "a reader behind a writer waits for it only"
+        );
+        assert_eq!((RW_WRITE.blockers)(&nodes, 1), ["_c_a-__READ__0000000001"], "a writer waits for readers ahead");
+        assert_eq!((RW_WRITE.blockers)(&nodes, 3).len(), 3);
+    }
+
+    #[test]
+    fn a_downgraded_read_node_sorts_at_its_writers_place() {
+        // The writer's task created a read node at the writer's own sequence (CURATOR-621).
+        let children = ["_c_w-__WRIT__0000000005", "_c_x-__WRIT__0000000006", "_c_r-__READ__0000000005"];
+        let nodes = sorted_nodes(children.map(String::from), RW_WRITE.names);
+        let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["_c_r-__READ__0000000005", "_c_w-__WRIT__0000000005", "_c_x-__WRIT__0000000006"]);
+        assert_eq!((RW_WRITE.blockers)(&nodes, 2).len(), 2, "the next writer waits for the read node too");
     }
 
     #[test]
