@@ -1,1 +1,274 @@
-//! (being written)
+//! [`MultiLock`]: several locks taken as one, in an order that cannot deadlock.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::client::Client;
+use crate::error::{Error, LostReason, Result};
+use crate::hold::Hold;
+use crate::mutex::Mutex;
+use crate::rwlock::RwLock;
+use crate::target::Patience;
+
+/// One lock of a [`MultiLock`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum MultiMember {
+    /// A [`Mutex`].
+    Mutex(Mutex),
+    /// The read side of an [`RwLock`].
+    Read(RwLock),
+    /// The write side of an [`RwLock`].
+    Write(RwLock),
+}
+
+impl MultiMember {
+    fn path(&self) -> &str {
+        match self {
+            Self::Mutex(mutex) => mutex.path(),
+            Self::Read(lock) | Self::Write(lock) => lock.path(),
+        }
+    }
+
+    /// Orders members of one path: a write lock before a read lock, so that a task taking both
+    /// downgrades instead of asking for an upgrade that would deadlock.
+    fn rank(&self) -> u8 {
+        match self {
+            Self::Mutex(_) => 0,
+            Self::Write(_) => 1,
+            Self::Read(_) => 2,
+        }
+    }
+
+    async fn acquire(&self, patience: Patience) -> Result<Arc<Hold>> {
+        match self {
+            Self::Mutex(mutex) => Ok(mutex.acquire(patience).await?.hold),
+            Self::Read(lock) => Ok(lock.acquire_read(patience).await?.hold),
+            Self::Write(lock) => Ok(lock.acquire_write(patience).await?.hold),
+        }
+    }
+}
+
+impl From<Mutex> for MultiMember {
+    fn from(mutex: Mutex) -> Self {
+        Self::Mutex(mutex)
+    }
+}
+
+/// Several locks acquired as one, like Curator's `InterProcessMultiLock`: all of them or none.
+///
+/// The locks are sorted by path (and de-duplicated) before any is taken, so two callers asking
+/// for `[a, b]` and `[b, a]` take them in the same order and can never deadlock. They are
+/// released in the reverse order.
+///
+/// ```no_run
+/// # async fn demo() -> zk_lock::Result<()> {
+/// let accounts = zk_lock::MultiLock::new(["/accounts/17", "/accounts/4"]);
+/// let both = accounts.lock().await?; // takes /accounts/17, then /accounts/4
+/// // ... move money between the two accounts ...
+/// both.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct MultiLock {
+    members: Vec<MultiMember>,
+}
+
+impl MultiLock {
+    /// Mutexes at `paths`, on the registry's default client.
+    pub fn new<P: Into<String>>(paths: impl IntoIterator<Item = P>) -> Self {
+        Self::from_members(paths.into_iter().map(|path| MultiMember::Mutex(Mutex::new(path))))
+    }
+
+    /// Mutexes at `paths` on `client`.
+    pub fn with_client<P: Into<String>>(client: &Client, paths: impl IntoIterator<Item = P>) -> Self {
+        Self::from_members(paths.into_iter().map(|path| MultiMember::Mutex(Mutex::with_client(client, path))))
+    }
+
+    /// Any mix of locks: mutexes, read and write sides of read/write locks.
+    pub fn from_members(members: impl IntoIterator<Item = MultiMember>) -> Self {
+        let mut members: Vec<MultiMember> = members.into_iter().collect();
+        members.sort_by(|a, b| a.path().cmp(b.path()).then(a.rank().cmp(&b.rank())));
+        members.dedup_by(|a, b| a.path() == b.path() && a.rank() == b.rank());
+        Self { members }
+    }
+
+    /// The lock paths, in the order they are taken.
+    pub fn paths(&self) -> impl Iterator<Item = &str> {
+        self.members.iter().map(MultiMember::path)
+    }
+
+    /// Waits for every lock, for at most the client's default timeout per lock.
+    ///
+    /// # Errors
+    ///
+    /// The first error of any lock (see [`Mutex::lock`]); the locks already taken are released
+    /// before it is returned.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the locks taken so far are released in the background, and the pending one
+    /// removes its queue node.
+    pub async fn lock(&self) -> Result<MultiGuard> {
+        self.acquire(None, Patience::Default).await
+    }
+
+    /// Waits for every lock, for at most `timeout` in all; a zero timeout makes one attempt.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock); [`Error::Timeout`] names the lock that was still awaited.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`lock`](Self::lock).
+    pub async fn lock_timeout(&self, timeout: Duration) -> Result<MultiGuard> {
+        if timeout.is_zero() {
+            return self.try_lock().await;
+        }
+        self.acquire(Some(Instant::now() + timeout), Patience::Timeout(timeout)).await
+    }
+
+    /// Takes every lock if each is free, one attempt each.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Busy`] naming the first lock that was taken by someone else, otherwise as
+    /// [`lock`](Self::lock).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`lock`](Self::lock).
+    pub async fn try_lock(&self) -> Result<MultiGuard> {
+        self.acquire(None, Patience::Once).await
+    }
+
+    async fn acquire(&self, deadline: Option<Instant>, patience: Patience) -> Result<MultiGuard> {
+        let started = Instant::now();
+        // Dropping the guard on an early return releases what was taken, in reverse order.
+        let mut taken = MultiGuard { holds: Vec::with_capacity(self.members.len()) };
+        for member in &self.members {
+            let patience = match deadline {
+                Some(deadline) => Patience::Timeout(deadline.saturating_duration_since(Instant::now())),
+                None => patience,
+            };
+            match member.acquire(patience).await {
+                Ok(hold) => taken.holds.push(hold),
+                Err(error) => {
+                    taken.release().await.ok();
+                    return Err(match error {
+                        Error::Timeout { path, .. } => Error::Timeout { path, waited: started.elapsed() },
+                        other => other,
+                    });
+                }
+            }
+        }
+        Ok(taken)
+    }
+}
+
+/// Proof that this task holds every lock of a [`MultiLock`]. Dropping it releases them in the
+/// background, in reverse order.
+#[must_use = "the locks are released as soon as the guard is dropped"]
+#[clippy::has_significant_drop]
+pub struct MultiGuard {
+    holds: Vec<Arc<Hold>>,
+}
+
+impl MultiGuard {
+    /// Releases every lock, in reverse order, and waits until ZooKeeper confirmed each delete.
+    ///
+    /// # Errors
+    ///
+    /// The first [`Error::Lost`] (or other error) among the locks; all are released anyway.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: locks not yet released when the future is dropped are released in the
+    /// background.
+    pub async fn release(mut self) -> Result<()> {
+        let mut first_error = None;
+        while let Some(hold) = self.holds.pop() {
+            if let Err(error) = Hold::release_shared(hold).await {
+                first_error.get_or_insert(error);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// The largest fencing token of the locks: the one granted last. Storage that checks one
+    /// token per write should check this one; [`fencing_tokens`](Self::fencing_tokens) gives all.
+    pub fn fencing_token(&self) -> i64 {
+        self.holds.iter().map(|hold| hold.token).max().unwrap_or_default()
+    }
+
+    /// Each lock path with its fencing token, in the order they were taken.
+    pub fn fencing_tokens(&self) -> Vec<(&str, i64)> {
+        self.holds.iter().map(|hold| (hold.path.as_str(), hold.token)).collect()
+    }
+
+    /// The lock nodes, in the order they were taken.
+    pub fn node_paths(&self) -> Vec<&str> {
+        self.holds.iter().map(|hold| hold.node_path.as_str()).collect()
+    }
+
+    /// Whether every lock is still held.
+    pub fn is_held(&self) -> bool {
+        self.holds.iter().all(|hold| hold.is_held())
+    }
+
+    /// Resolves when any of the locks is lost, with its path and the reason; never, if they are
+    /// released first.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes.
+    pub fn lost(&self) -> impl Future<Output = (String, LostReason)> + Send + 'static {
+        let watches: Vec<_> = self
+            .holds
+            .iter()
+            .map(|hold| {
+                let (path, lost) = (hold.path.clone(), hold.lost());
+                Box::pin(async move { (path, lost.await) })
+            })
+            .collect();
+        async move {
+            if watches.is_empty() {
+                return std::future::pending().await;
+            }
+            first_of(watches).await
+        }
+    }
+}
+
+impl std::fmt::Debug for MultiGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MultiGuard").field("node_paths", &self.node_paths()).field("is_held", &self.is_held()).finish()
+    }
+}
+
+impl Drop for MultiGuard {
+    fn drop(&mut self) {
+        // Each hold sends its delete as it is dropped: last taken, first released.
+        while let Some(hold) = self.holds.pop() {
+            drop(hold);
+        }
+    }
+}
+
+/// The output of whichever future finishes first.
+async fn first_of<F: Future + Unpin>(mut futures: Vec<F>) -> F::Output {
+    std::future::poll_fn(move |cx| {
+        futures
+            .iter_mut()
+            .find_map(|future| match std::pin::Pin::new(future).poll(cx) {
+                std::task::Poll::Ready(output) => Some(output),
+                std::task::Poll::Pending => None,
+            })
+            .map_or(std::task::Poll::Pending, std::task::Poll::Ready)
+    })
+    .await
+}

@@ -105,7 +105,7 @@ impl Mutex {
         self.acquire(Patience::Once).await
     }
 
-    async fn acquire(&self, patience: Patience) -> Result<MutexGuard> {
+    pub(crate) async fn acquire(&self, patience: Patience) -> Result<MutexGuard> {
         let client = self.target.client().await?;
         let hold = self.target.acquire(&client, "mutex", &MUTEX, MUTEX.names[0], patience).await?;
         Ok(MutexGuard { hold })

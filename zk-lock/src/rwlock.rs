@@ -158,7 +158,7 @@ impl RwLock {
         self.acquire_write(Patience::Once).await
     }
 
-    async fn acquire_read(&self, patience: Patience) -> Result<ReadGuard> {
+    pub(crate) async fn acquire_read(&self, patience: Patience) -> Result<ReadGuard> {
         let client = self.target.client().await?;
         validate_lock_path(&self.target.path)?;
         if let Some(hold) = Hold::held_by_current_task(&client, &self.target.key(READ_KIND)) {
@@ -172,7 +172,7 @@ impl RwLock {
         Ok(ReadGuard { hold })
     }
 
-    async fn acquire_write(&self, patience: Patience) -> Result<WriteGuard> {
+    pub(crate) async fn acquire_write(&self, patience: Patience) -> Result<WriteGuard> {
         let client = self.target.client().await?;
         validate_lock_path(&self.target.path)?;
         let holds_write = Hold::held_by_current_task(&client, &self.target.key(WRITE_KIND)).is_some();
