@@ -39,6 +39,11 @@ mod target;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+/// Support for the code the attributes generate. Not public API: no semver promises.
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
 pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
 pub use error::{Error, LostReason, Result};
 pub use multi_lock::*;

@@ -1,0 +1,1 @@
+//! Support for the code the attributes generate. Not public API: no semver promises.
