@@ -101,6 +101,7 @@ async fn contenders_keep_exclusion_and_progress_through_a_leader_failover() {
     for (session, client) in clients.iter().enumerate() {
         for task in 0..TASKS_PER_SESSION {
             let mutex = Mutex::with_client(client, path);
+            let zk = client.zookeeper();
             let (counter, holders, stop, progress) = (counter.clone(), holders.clone(), stop.clone(), progress.clone());
             let name = format!("session {session} task {task}");
             tasks.push(tokio::spawn(async move {
@@ -129,8 +130,13 @@ async fn contenders_keep_exclusion_and_progress_through_a_leader_failover() {
                     increments += 1;
                     holders.fetch_sub(1, Ordering::SeqCst);
                     progress.send_modify(|p| p.grants += 1);
+                    let node = guard.node_path().to_owned();
                     if let Err(e) = guard.release().await {
-                        return Err(fail(format!("release: {e}")));
+                        // A node left behind would block every other contender for good.
+                        let left = tokio::time::timeout(Duration::from_secs(30), zk.check_stat(&node))
+                            .await
+                            .map(|stat| stat.map(|stat| stat.is_some()));
+                        return Err(fail(format!("release of {node}: {e} (node still there afterwards: {left:?})")));
                     }
                 }
                 Ok(increments)

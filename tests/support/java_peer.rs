@@ -253,3 +253,24 @@ impl Drop for JavaPeer {
         let _ = std::fs::remove_file(&self.stderr_file);
     }
 }
+
+impl JavaPeer {
+    /// A line the peer has already printed, without waiting for one: `None` when nothing is
+    /// readable right now. Best effort (output still in flight is not seen): use it to check
+    /// that a peer has *not* done something yet. Panics if the peer has exited.
+    pub async fn line_already_printed(&mut self) -> Option<String> {
+        // `timeout` polls the read once before looking at the (already elapsed) deadline.
+        match timeout(Duration::ZERO, self.stdout.next_line()).await {
+            Ok(Ok(Some(line))) => {
+                self.seen.push(line.clone());
+                Some(line)
+            }
+            Ok(Ok(None)) => {
+                let status = self.exit_status().await;
+                self.fail(&format!("exited ({status}) unexpectedly"))
+            }
+            Ok(Err(e)) => self.fail(&format!("unreadable stdout: {e}")),
+            Err(_) => None,
+        }
+    }
+}

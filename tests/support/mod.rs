@@ -4,4 +4,5 @@
 #![allow(dead_code)]
 
 pub mod java_peer;
+pub mod kazoo;
 pub mod zk;

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use zookeeper_client::{Client as ZkClient, Error as ZkError, EventType, OneshotWatcher, Stat};
 
 use crate::background;
-use crate::engine::until_connected;
+use crate::engine::Reconnects;
 use crate::error::LostReason;
 use crate::session::Session;
 
@@ -86,6 +86,7 @@ async fn node_deleted(
     first_watch: impl Future<Output = WatchReply>,
     report: &watch::Sender<NodeState>,
 ) -> LostReason {
+    let mut reconnects = Reconnects::new(zk);
     let mut reply = first_watch.await;
     loop {
         match reply {
@@ -102,12 +103,12 @@ async fn node_deleted(
                 }
             }
             Err(ZkError::NoNode) => return LostReason::NodeDeleted,
-            Err(ZkError::ConnectionLoss) => {
-                if until_connected(zk).await.is_err() {
+            // A dead session is reported by the session's watch.
+            Err(error) => {
+                if reconnects.wait(error).await.is_err() {
                     return std::future::pending().await;
                 }
             }
-            Err(_) => return std::future::pending().await,
         }
         reply = zk.get_and_watch_data(node_path).await;
     }

@@ -1,1 +1,518 @@
-//! (being written)
+//! [`participants`]: who holds a lock and who waits for it, read from the lock's nodes.
+//!
+//! Understands Curator's layouts (and so ours) and kazoo's, so an operator sees a mixed fleet
+//! whole. Two multi-reads for any ordinary queue: one lists the places nodes live, one reads every
+//! node's data and stat.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use zookeeper_client::{Client as ZkClient, Error as ZkError, MultiReadResult, Stat};
+
+use crate::client::Client;
+use crate::engine::node_name::{sequence_of, READ, WRITE};
+use crate::engine::Reconnects;
+use crate::error::Result;
+use crate::path::validate_lock_path;
+use crate::registry::default_client;
+
+/// The recipe a lock node belongs to, told by its name and place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ParticipantKind {
+    /// `P/_c_<uuid>-lock-<seq>`: a [`Mutex`](crate::Mutex), Curator's `InterProcessMutex`.
+    Mutex,
+    /// `P/_c_<uuid>-__READ__<seq>`: the read side of a read/write lock (Curator's
+    /// `InterProcessReadWriteLock`).
+    Read,
+    /// `P/_c_<uuid>-__WRIT__<seq>`: the write side of a read/write lock.
+    Write,
+    /// `P/leases/_c_<uuid>-lease-<seq>`: a semaphore lease (Curator's `InterProcessSemaphoreV2`,
+    /// also behind `InterProcessSemaphoreMutex`).
+    Lease,
+    /// `P/locks/_c_<uuid>-lock-<seq>`: a request for a semaphore lease, queued in the semaphore's
+    /// internal mutex.
+    LeaseRequest,
+    /// `P/<uuid>__lock__<seq>`: kazoo's `Lock`, or its `WriteLock`, which uses the same name.
+    KazooLock,
+    /// `P/<uuid>__rlock__<seq>`: kazoo's `ReadLock`.
+    KazooRead,
+    /// An ephemeral node whose name ends in a server sequence but follows no known layout:
+    /// another recipe's contender, whose rules are unknown.
+    Unknown,
+}
+
+impl ParticipantKind {
+    /// A short lowercase name: `mutex`, `read`, `write`, `lease`, `lease-request`, `kazoo-lock`,
+    /// `kazoo-read` or `unknown`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Mutex => "mutex",
+            Self::Read => "read",
+            Self::Write => "write",
+            Self::Lease => "lease",
+            Self::LeaseRequest => "lease-request",
+            Self::KazooLock => "kazoo-lock",
+            Self::KazooRead => "kazoo-read",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    /// The role of a node of this kind at `sequence`, given the earliest sequence of each kind
+    /// under the same parent. Strictly earlier: a read node made by a downgrade shares its
+    /// writer's sequence and holds alongside it.
+    fn role(self, sequence: u64, earliest: &HashMap<Self, u64>) -> Role {
+        let blockers: &[Self] = match self {
+            Self::Mutex => &[Self::Mutex],
+            Self::Read => &[Self::Write],
+            Self::Write => &[Self::Read, Self::Write],
+            // kazoo's plain `Lock` ignores `__rlock__` nodes, but only a `WriteLock` (same node
+            // name) shares a path with readers, so use the write rule.
+            Self::KazooLock => &[Self::KazooLock, Self::KazooRead],
+            Self::KazooRead => &[Self::KazooLock],
+            // The lease count is not in the nodes: every lease present is taken as granted.
+            Self::Lease => return Role::Holder,
+            Self::LeaseRequest => return Role::Waiter,
+            Self::Unknown => return Role::Unknown,
+        };
+        let blocked = blockers.iter().any(|kind| earliest.get(kind).is_some_and(|&first| first < sequence));
+        if blocked {
+            Role::Waiter
+        } else {
+            Role::Holder
+        }
+    }
+}
+
+impl fmt::Display for ParticipantKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether a participant holds the lock or waits for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Role {
+    /// Holds the lock, or a share of it: one reader among readers, one semaphore lease.
+    Holder,
+    /// Queued behind a holder.
+    Waiter,
+    /// A node of a recipe whose rules are unknown ([`ParticipantKind::Unknown`]).
+    Unknown,
+}
+
+impl Role {
+    /// `holder`, `waiter` or `unknown`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Holder => "holder",
+            Self::Waiter => "waiter",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who created a node, as zk-lock writes it by default: `host=<name> pid=<pid> task=<task>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct HolderDescription {
+    /// The host name of the machine.
+    pub host: String,
+    /// The process id.
+    pub pid: u32,
+    /// The tokio task id, or `None` for code that ran outside any task.
+    pub task: Option<u64>,
+}
+
+impl HolderDescription {
+    /// Parses node data in zk-lock's format; `None` for anything else, such as data set with
+    /// `with_data`, Curator's default (the host's IP address) or a kazoo identifier.
+    pub fn parse(data: &[u8]) -> Option<Self> {
+        let mut fields = std::str::from_utf8(data).ok()?.split(' ');
+        let host = fields.next()?.strip_prefix("host=").filter(|host| !host.is_empty())?;
+        let pid = fields.next()?.strip_prefix("pid=")?.parse().ok()?;
+        let task = match fields.next()?.strip_prefix("task=")? {
+            "none" => None,
+            id => Some(id.parse().ok()?),
+        };
+        if fields.next().is_some() {
+            return None;
+        }
+        Some(Self { host: host.to_owned(), pid, task })
+    }
+}
+
+impl fmt::Display for HolderDescription {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "host={} pid={} task=", self.host, self.pid)?;
+        match self.task {
+            Some(task) => write!(f, "{task}"),
+            None => f.write_str("none"),
+        }
+    }
+}
+
+/// One node of a lock: a holder or a waiter, as [`participants`] saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Participant {
+    /// The node's full path (inside the client's namespace), for [`revoke_node`](crate::revoke_node).
+    pub node_path: String,
+    /// The node's name, the last segment of `node_path`.
+    pub node_name: String,
+    /// The recipe the node belongs to.
+    pub kind: ParticipantKind,
+    /// The server's sequence number, which orders the queue.
+    pub sequence: u64,
+    /// Whether it holds or waits.
+    pub role: Role,
+    /// The ZooKeeper session that owns the node (its `ephemeralOwner`).
+    pub session_id: i64,
+    /// The node's creation zxid: for a holder, the fencing token its guard reports.
+    pub fencing_token: i64,
+    /// The node's data, as written by its owner.
+    pub data: Vec<u8>,
+    /// `data` parsed, if it is zk-lock's holder description.
+    pub holder: Option<HolderDescription>,
+    /// When the node was created, by the server's clock.
+    pub created: SystemTime,
+    /// How long the node had existed when it was read, by the local clock; zero if the server's
+    /// clock is ahead.
+    pub age: Duration,
+}
+
+/// The holders and waiters of the lock at `path`, on the default client. See
+/// [`participants_with`].
+///
+/// # Errors
+///
+/// As [`participants_with`], and [`Error::Connect`](crate::Error::Connect) if the default client
+/// has to be connected and that fails.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads.
+pub async fn participants(path: &str) -> Result<Vec<Participant>> {
+    participants_with(&default_client().await?, path).await
+}
+
+/// The holders and waiters of the lock at `path`, in queue order, with their node data, like
+/// Curator's `getParticipantNodes` but with roles and for every recipe at once.
+///
+/// Nodes are recognised by name: Curator's mutex, read/write lock and semaphore (and so zk-lock's),
+/// and kazoo's `Lock`, `WriteLock` and `ReadLock`. Each recipe's rule decides its nodes' roles,
+/// among the nodes of that recipe only: a mutex's first node holds; a writer holds when it is
+/// first, a reader when no writer is ahead of it. Recipes that ignore each other's nodes (a
+/// Curator mutex and a kazoo lock on one path) can show a holder each. The nodes at `path` come
+/// first, in sequence order, then semaphore leases, then requests queued for a lease.
+///
+/// A semaphore's lease count is not stored in its nodes, so every lease node is reported as a
+/// holder. Curator creates a lease node while holding the semaphore's internal mutex and only
+/// then checks the count, so while a semaphore is full its newest lease may belong to that
+/// requester, still waiting for a lease to be returned.
+///
+/// A missing `path` has no participants: the result is empty, not an error. Nodes that vanish
+/// between the listing and the read of their data are left out. Other ephemeral nodes ending in a
+/// sequence number are listed as [`ParticipantKind::Unknown`], since they may block recipes that
+/// count every child (Curator's do); non-ephemeral unknown nodes are not participants.
+///
+/// ```no_run
+/// # async fn demo(client: &zk_lock::Client) -> zk_lock::Result<()> {
+/// for p in zk_lock::participants_with(client, "/locks/orders").await? {
+///     println!("{} {} {:?} for {:?}", p.role, p.kind, p.holder, p.age);
+/// }
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+///
+/// - [`Error::InvalidPath`](crate::Error::InvalidPath) if `path` is not a valid lock path.
+/// - [`Error::Zookeeper`](crate::Error::Zookeeper) if ZooKeeper refuses a read (no permission,
+///   session expired).
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads.
+pub async fn participants_with(client: &Client, path: &str) -> Result<Vec<Participant>> {
+    validate_lock_path(path)?;
+    let session = client.session().await?;
+    read_participants(&session.zk, path).await
+}
+
+/// Where a lock's nodes live, relative to the lock path, and the node names found there.
+struct Place {
+    suffix: &'static str,
+    names: &'static [(&'static str, ParticipantKind)],
+}
+
+/// In result order. Curator's semaphore keeps leases in `P/leases` and queues requests for them
+/// in an internal mutex at `P/locks`; every other recipe's nodes are children of `P`.
+const PLACES: [Place; 3] = [
+    Place {
+        suffix: "",
+        names: &[
+            ("lock-", ParticipantKind::Mutex),
+            (READ, ParticipantKind::Read),
+            (WRITE, ParticipantKind::Write),
+            ("__lock__", ParticipantKind::KazooLock),
+            ("__rlock__", ParticipantKind::KazooRead),
+        ],
+    },
+    Place { suffix: "/leases", names: &[("lease-", ParticipantKind::Lease)] },
+    Place { suffix: "/locks", names: &[("lock-", ParticipantKind::LeaseRequest)] },
+];
+
+/// Caps the paths of one multi-read, in bytes, far below ZooKeeper's default 1 MiB packet limit
+/// (`jute.maxbuffer`), which would otherwise close the connection. Any ordinary queue fits one.
+const MAX_PATH_BYTES_PER_READ: usize = 256 * 1024;
+
+/// A node found by a listing, before its data is read.
+struct Listed {
+    place: usize,
+    node_path: String,
+    node_name: String,
+    kind: ParticipantKind,
+    sequence: u64,
+}
+
+/// Lists `path`'s participants on `zk`; `path` must be valid.
+pub(crate) async fn read_participants(zk: &ZkClient, path: &str) -> Result<Vec<Participant>> {
+    let parents: Vec<String> = PLACES.iter().map(|place| format!("{path}{}", place.suffix)).collect();
+    let listings = read_all(zk, &parents, Read::Children).await?;
+    let mut listed = Vec::new();
+    for (place, (parent, listing)) in parents.iter().zip(listings).enumerate() {
+        for node_name in children(listing)? {
+            if let Some((kind, sequence)) = classify(PLACES[place].names, &node_name) {
+                let node_path = format!("{parent}/{node_name}");
+                listed.push(Listed { place, node_path, node_name, kind, sequence });
+            }
+        }
+    }
+
+    let node_paths: Vec<String> = listed.iter().map(|node| node.node_path.clone()).collect();
+    let reads = read_all(zk, &node_paths, Read::Data).await?;
+    let now = SystemTime::now();
+    let mut present = Vec::with_capacity(listed.len());
+    for (node, read) in listed.into_iter().zip(reads) {
+        let Some((data, stat)) = data(read)? else { continue };
+        // A persistent node of unknown use is data kept at the lock path, not a contender.
+        if node.kind == ParticipantKind::Unknown && stat.ephemeral_owner == 0 {
+            continue;
+        }
+        present.push((node, data, stat));
+    }
+    present.sort_by(|(a, ..), (b, ..)| (a.place, a.sequence, &a.node_name).cmp(&(b.place, b.sequence, &b.node_name)));
+
+    // Only kinds living directly under `path` consult this, so one map serves all places.
+    let earliest = earliest_by_kind(present.iter().map(|(node, ..)| (node.kind, node.sequence)));
+    let participants = present.into_iter().map(|(node, data, stat)| {
+        let role = node.kind.role(node.sequence, &earliest);
+        participant(node, role, data, &stat, now)
+    });
+    Ok(participants.collect())
+}
+
+/// The smallest sequence of each kind of node.
+fn earliest_by_kind(nodes: impl IntoIterator<Item = (ParticipantKind, u64)>) -> HashMap<ParticipantKind, u64> {
+    let mut earliest = HashMap::new();
+    for (kind, sequence) in nodes {
+        let first = earliest.entry(kind).or_insert(sequence);
+        *first = (*first).min(sequence);
+    }
+    earliest
+}
+
+/// The kind and sequence of a child named like one of `names`, or like some other recipe's
+/// sequential node.
+fn classify(names: &[(&str, ParticipantKind)], name: &str) -> Option<(ParticipantKind, u64)> {
+    names
+        .iter()
+        .find_map(|&(lock_name, kind)| Some((kind, sequence_of(name, lock_name)?)))
+        .or_else(|| Some((ParticipantKind::Unknown, trailing_sequence(name)?)))
+}
+
+/// Whether `name` ends in a server sequence number (at least 10 digits), as every lock node
+/// of every known recipe does.
+pub(crate) fn has_sequence(name: &str) -> bool {
+    trailing_sequence(name).is_some()
+}
+
+fn trailing_sequence(name: &str) -> Option<u64> {
+    let digits = &name[name.trim_end_matches(|c: char| c.is_ascii_digit()).len()..];
+    if digits.len() < 10 {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+fn participant(node: Listed, role: Role, data: Vec<u8>, stat: &Stat, now: SystemTime) -> Participant {
+    let created = UNIX_EPOCH + Duration::from_millis(u64::try_from(stat.ctime).unwrap_or(0));
+    Participant {
+        node_path: node.node_path,
+        node_name: node.node_name,
+        kind: node.kind,
+        sequence: node.sequence,
+        role,
+        session_id: stat.ephemeral_owner,
+        fencing_token: stat.czxid,
+        holder: HolderDescription::parse(&data),
+        data,
+        created,
+        age: now.duration_since(created).unwrap_or_default(),
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Read {
+    Children,
+    Data,
+}
+
+/// Reads every path in as few multi-reads as the size cap allows, retrying after connection
+/// losses (reads are safe to repeat). One result per path, in order.
+async fn read_all(zk: &ZkClient, paths: &[String], read: Read) -> Result<Vec<MultiReadResult>, ZkError> {
+    let mut results = Vec::with_capacity(paths.len());
+    let mut rest = paths;
+    while !rest.is_empty() {
+        let mut bytes = 0;
+        let fits = rest.iter().take_while(|path| {
+            bytes += path.len();
+            bytes <= MAX_PATH_BYTES_PER_READ
+        });
+        let (batch, next) = rest.split_at(fits.count().max(1));
+        results.extend(read_batch(zk, batch, read).await?);
+        rest = next;
+    }
+    Ok(results)
+}
+
+async fn read_batch(zk: &ZkClient, paths: &[String], read: Read) -> Result<Vec<MultiReadResult>, ZkError> {
+    let mut reconnects = Reconnects::new(zk);
+    loop {
+        let mut reader = zk.new_multi_reader();
+        for path in paths {
+            match read {
+                Read::Children => reader.add_get_children(path)?,
+                Read::Data => reader.add_get_data(path)?,
+            }
+        }
+        match reader.commit().await {
+            Err(error) => reconnects.wait(error).await?,
+            ok => return ok,
+        }
+    }
+}
+
+/// A listing's children; none if the parent does not exist.
+fn children(result: MultiReadResult) -> Result<Vec<String>, ZkError> {
+    match result {
+        MultiReadResult::Children { children } => Ok(children),
+        MultiReadResult::Error { err: ZkError::NoNode } => Ok(Vec::new()),
+        MultiReadResult::Error { err } => Err(err),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// A node's data and stat; `None` if it was deleted since the listing.
+fn data(result: MultiReadResult) -> Result<Option<(Vec<u8>, Stat)>, ZkError> {
+    match result {
+        MultiReadResult::Data { data, stat } => Ok(Some((data, stat))),
+        MultiReadResult::Error { err: ZkError::NoNode } => Ok(None),
+        MultiReadResult::Error { err } => Err(err),
+        other => Err(unexpected(other)),
+    }
+}
+
+fn unexpected(result: MultiReadResult) -> ZkError {
+    ZkError::UnexpectedError(format!("unexpected multi-read result {result:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ParticipantKind::*;
+
+    fn roles(nodes: &[(ParticipantKind, u64)]) -> Vec<Role> {
+        let earliest = earliest_by_kind(nodes.iter().copied());
+        nodes.iter().map(|&(kind, sequence)| kind.role(sequence, &earliest)).collect()
+    }
+
+    #[test]
+    fn recognises_curator_and_kazoo_names() {
+        let main = PLACES[0].names;
+        let uuid = "0f8e7d6c-1b2a-4c3d-8e9f-000000000000";
+        assert_eq!(classify(main, &format!("_c_{uuid}-lock-0000000042")), Some((Mutex, 42)));
+        assert_eq!(classify(main, &format!("_c_{uuid}-__READ__0000000003")), Some((Read, 3)));
+        assert_eq!(classify(main, &format!("_c_{uuid}-__WRIT__0000000004")), Some((Write, 4)));
+        assert_eq!(classify(main, "4b1f0c2d9e8a7b6c5d4e3f2a1b0c9d8e__lock__0000000005"), Some((KazooLock, 5)));
+        assert_eq!(classify(main, "4b1f0c2d9e8a7b6c5d4e3f2a1b0c9d8e__rlock__0000000006"), Some((KazooRead, 6)));
+        assert_eq!(classify(main, "latch-0000000007"), Some((Unknown, 7)));
+        assert_eq!(classify(main, "leases"), None);
+        assert_eq!(classify(main, "locks"), None);
+        assert_eq!(classify(main, "4b1f0c2d9e8a7b6c5d4e3f2a1b0c9d8e"), None, "kazoo lease: no sequence");
+        assert_eq!(classify(PLACES[1].names, &format!("_c_{uuid}-lease-0000000008")), Some((Lease, 8)));
+        assert_eq!(classify(PLACES[2].names, &format!("_c_{uuid}-lock-0000000009")), Some((LeaseRequest, 9)));
+    }
+
+    #[test]
+    fn a_mutex_is_held_by_its_first_node() {
+        use Role::{Holder, Waiter};
+        assert_eq!(roles(&[(Mutex, 1), (Mutex, 2), (Mutex, 3)]), [Holder, Waiter, Waiter]);
+    }
+
+    #[test]
+    fn readers_share_until_a_writer_and_writers_wait_for_everyone() {
+        use Role::{Holder, Waiter};
+        let nodes = [(Read, 1), (Read, 2), (Write, 3), (Read, 4), (Write, 5)];
+        assert_eq!(roles(&nodes), [Holder, Holder, Waiter, Waiter, Waiter]);
+        assert_eq!(roles(&[(Write, 1), (Read, 2)]), [Holder, Waiter]);
+        let kazoo = [(KazooRead, 1), (KazooRead, 2), (KazooLock, 3), (KazooRead, 4)];
+        assert_eq!(roles(&kazoo), [Holder, Holder, Waiter, Waiter]);
+    }
+
+    #[test]
+    fn a_downgraded_read_node_holds_beside_its_writer() {
+        use Role::{Holder, Waiter};
+        // The read node reuses the writer's sequence (CURATOR-621).
+        assert_eq!(roles(&[(Write, 5), (Read, 5), (Write, 6)]), [Holder, Holder, Waiter]);
+    }
+
+    #[test]
+    fn recipes_do_not_see_each_others_nodes() {
+        use Role::{Holder, Waiter};
+        let nodes = [(KazooLock, 1), (Mutex, 2), (Unknown, 3), (Mutex, 4), (Lease, 1), (LeaseRequest, 1)];
+        assert_eq!(roles(&nodes), [Holder, Holder, Role::Unknown, Waiter, Holder, Waiter]);
+    }
+
+    #[test]
+    fn parses_our_holder_description() {
+        let ours = crate::holder::describe_current_holder();
+        let parsed = HolderDescription::parse(&ours).expect("our own format parses");
+        assert_eq!(parsed.pid, std::process::id());
+        assert_eq!(parsed.task, None, "outside a task");
+        assert_eq!(parsed.to_string().into_bytes(), ours, "display round-trips");
+
+        let in_task = HolderDescription::parse(b"host=web-1 pid=42 task=17").unwrap();
+        assert_eq!((in_task.host.as_str(), in_task.pid, in_task.task), ("web-1", 42, Some(17)));
+        for foreign in [&b"10.0.0.7"[..], b"", b"host= pid=1 task=none", b"host=a pid=x task=none", b"host=a pid=1"] {
+            assert_eq!(HolderDescription::parse(foreign), None, "{:?}", String::from_utf8_lossy(foreign));
+        }
+        assert_eq!(HolderDescription::parse(b"host=a pid=1 task=none extra"), None);
+    }
+
+    #[test]
+    fn trailing_sequences_need_ten_digits() {
+        assert!(has_sequence("x-0000000001"));
+        assert!(has_sequence("_c_ab-__READ__0000000005"));
+        assert!(!has_sequence("x-000000001"));
+        assert!(!has_sequence("orders"));
+    }
+}

@@ -1,1 +1,130 @@
-//! (being written)
+//! [`revoke`]: Curator's cooperative revocation. Writing `__REVOKE__` into a holder's node asks
+//! it to let go; the holder's guard reports the request and the holder decides.
+
+use std::future::Future;
+
+use zookeeper_client::{Client as ZkClient, Error as ZkError, Stat};
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::node_watch::REVOKE_MESSAGE;
+use crate::participants::{has_sequence, read_participants, Role};
+use crate::path::validate_lock_path;
+use crate::registry::default_client;
+
+/// Asks every current holder of the lock at `path`, on the default client, to release it. See
+/// [`revoke_with`].
+///
+/// # Errors
+///
+/// As [`revoke_with`], and [`Error::Connect`] if the default client has to be connected and that
+/// fails.
+///
+/// # Cancel safety
+///
+/// As [`revoke_with`].
+pub async fn revoke(path: &str) -> Result<usize> {
+    revoke_with(&default_client().await?, path).await
+}
+
+/// Asks every current holder of the lock at `path` to release it, and returns how many were
+/// asked.
+///
+/// The holders are those [`participants_with`](crate::participants_with) reports as
+/// [`Role::Holder`]; into each of their nodes this writes `__REVOKE__`, as Curator's
+/// `Revoker.attemptRevoke` does. zk-lock guards then resolve `revoked()` and Curator locks made
+/// revocable call their `RevocationListener`; the lock stays held until its holder releases it.
+/// Waiters are not asked. A holder that released its lock since the listing is skipped, and a
+/// path with no holder (or no node at all) gives `0`.
+///
+/// ```no_run
+/// # async fn demo(client: &zk_lock::Client) -> zk_lock::Result<()> {
+/// let asked = zk_lock::revoke_with(client, "/locks/orders").await?;
+/// println!("asked {asked} holder(s) to let go");
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+///
+/// - [`Error::InvalidPath`] if `path` is not a valid lock path.
+/// - [`Error::Zookeeper`] if ZooKeeper refuses a read or a write (no permission, session expired).
+///
+/// # Cancel safety
+///
+/// Not atomic: if cancelled, the requests already sent are carried out and the others are not.
+/// Asking twice is harmless, so calling it again completes the job.
+pub async fn revoke_with(client: &Client, path: &str) -> Result<usize> {
+    validate_lock_path(path)?;
+    let session = client.session().await?;
+    let zk = &session.zk;
+    let holders: Vec<String> = read_participants(zk, path)
+        .await?
+        .into_iter()
+        .filter(|p| p.role == Role::Holder)
+        .map(|p| p.node_path)
+        .collect();
+    // Every write is sent before the first reply is awaited: one round trip for any number of holders.
+    let writes: Vec<_> = holders.iter().map(|node| zk.set_data(node, REVOKE_MESSAGE, None)).collect();
+    let mut asked = 0;
+    for (node, write) in holders.iter().zip(writes) {
+        match finish_write(zk, node, write).await {
+            Ok(()) => asked += 1,
+            // Released since the listing: nobody to ask.
+            Err(ZkError::NoNode) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(asked)
+}
+
+/// Asks the owner of the lock node `node_path` to release it, like Curator's
+/// `Revoker.attemptRevoke`: writes `__REVOKE__` into the node, whoever owns it and whether or not
+/// it holds the lock yet. Take node paths from [`participants_with`](crate::participants_with).
+///
+/// # Errors
+///
+/// - [`Error::InvalidPath`] if `node_path` is not a valid path, or its name does not end in a
+///   sequence number as every lock node's does: this keeps a mistyped lock path or a shared
+///   count from being overwritten.
+/// - [`Error::Zookeeper`] with [`zookeeper_client::Error::NoNode`] if the node does not exist
+///   (its owner released it, or the path is wrong). Curator's `Revoker` ignores that case;
+///   [`revoke_with`] skips it too.
+/// - [`Error::Zookeeper`] if ZooKeeper refuses the write for another reason.
+///
+/// # Cancel safety
+///
+/// The write is sent on the first poll; if cancelled after that it may or may not be carried
+/// out. Asking twice is harmless.
+pub async fn revoke_node(client: &Client, node_path: &str) -> Result<()> {
+    validate_lock_path(node_path)?;
+    let name = node_path.rsplit('/').next().unwrap_or_default();
+    if !has_sequence(name) {
+        return Err(Error::invalid_path(
+            node_path,
+            format!(
+                "`{name}` is not a lock node, whose name ends in a sequence number; pass a node path \
+                 from `participants()`, like `/locks/orders/_c_<uuid>-lock-0000000001`"
+            ),
+        ));
+    }
+    let session = client.session().await?;
+    let zk = &session.zk;
+    finish_write(zk, node_path, zk.set_data(node_path, REVOKE_MESSAGE, None)).await?;
+    Ok(())
+}
+
+/// Awaits a `__REVOKE__` write, writing again after a broken connection hid its outcome: the
+/// write is idempotent.
+async fn finish_write(
+    zk: &ZkClient,
+    node_path: &str,
+    first: impl Future<Output = std::result::Result<Stat, ZkError>>,
+) -> std::result::Result<(), ZkError> {
+    let mut reconnects = crate::engine::Reconnects::new(zk);
+    let mut result = first.await;
+    while let Err(error) = result {
+        reconnects.wait(error).await?;
+        result = zk.set_data(node_path, REVOKE_MESSAGE, None).await;
+    }
+    Ok(())
+}

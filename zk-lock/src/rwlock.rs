@@ -9,7 +9,7 @@ use zookeeper_client::{Acls, CreateMode, CreateOptions, Error as ZkError};
 use crate::background;
 use crate::client::Client;
 use crate::engine::node_name::{new_protected_prefix, sequence_of, READ, RW_READ, RW_WRITE, WRITE};
-use crate::engine::{delete_with_retry, until_connected, Granted};
+use crate::engine::{delete_with_retry, Granted, Reconnects};
 use crate::error::{Error, Result};
 use crate::hold::Hold;
 use crate::path::validate_lock_path;
@@ -223,12 +223,12 @@ fn sequence_digits(name: &str) -> Option<&str> {
 /// Creates the downgrade's read node and returns its creation zxid. After a connection loss the
 /// node may exist already: its name is unique, so finding it means our create went through.
 async fn create_downgrade_node(zk: &zookeeper_client::Client, node_path: &str, data: &[u8]) -> Result<i64> {
+    let mut reconnects = Reconnects::new(zk);
     loop {
         match zk.create(node_path, data, &DOWNGRADE_NODE).await {
             Ok((stat, _)) => return Ok(stat.czxid),
             Err(ZkError::NodeExists) => return Ok(zk.get_data(node_path).await?.1.czxid),
-            Err(ZkError::ConnectionLoss) => until_connected(zk).await?,
-            Err(error) => return Err(error.into()),
+            Err(error) => reconnects.wait(error).await?,
         }
     }
 }

@@ -10,7 +10,7 @@ use zookeeper_client::{
 
 use super::node_name::{new_protected_prefix, sorted_nodes, QueueRules};
 use super::pending::{find_protected, PendingNode};
-use super::retry::until_connected;
+use super::retry::{broke_connection, until_connected, Reconnects};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::session::Session;
@@ -167,6 +167,7 @@ async fn join_queue(
     pending: &mut PendingNode,
 ) -> std::result::Result<(String, i64, Vec<String>), Failed> {
     let prefix_path = format!("{}/{}{}", spec.path, pending.prefix(), spec.lock_name);
+    let mut reconnects = Reconnects::new(zk);
     loop {
         let create = zk.create(&prefix_path, spec.data, &LOCK_NODE);
         let list = zk.list_children(spec.path);
@@ -183,8 +184,9 @@ async fn join_queue(
                 create_parents(zk, spec.path).await?;
                 continue;
             }
-            Err(ZkError::ConnectionLoss) => {
-                until_connected(zk).await?;
+            // The create may have been applied: look for our node before creating another.
+            Err(error) if broke_connection(&error) => {
+                reconnects.wait(error).await?;
                 match find_protected(zk, spec.path, pending.prefix()).await? {
                     Some((name, token)) => {
                         pending.created(name.clone());
@@ -216,11 +218,12 @@ async fn create_parents(zk: &ZkClient, path: &str) -> std::result::Result<(), Fa
     }
 }
 
-async fn list_children(zk: &ZkClient, path: &str) -> std::result::Result<Vec<String>, ZkError> {
+pub(super) async fn list_children(zk: &ZkClient, path: &str) -> std::result::Result<Vec<String>, ZkError> {
+    let mut reconnects = Reconnects::new(zk);
     loop {
         match zk.list_children(path).await {
-            Err(ZkError::ConnectionLoss) => until_connected(zk).await?,
-            other => return other,
+            Err(error) => reconnects.wait(error).await?,
+            ok => return ok,
         }
     }
 }
@@ -228,6 +231,7 @@ async fn list_children(zk: &ZkClient, path: &str) -> std::result::Result<Vec<Str
 /// Waits until every node in `blockers` (ascending queue order) is gone, watching only the
 /// nearest one. New nodes always queue behind us, so the set only shrinks: no re-listing.
 async fn wait_until_gone(zk: &ZkClient, parent: &str, mut blockers: Vec<String>) -> std::result::Result<(), Failed> {
+    let mut reconnects = Reconnects::new(zk);
     while let Some(nearest) = blockers.last() {
         let nearest_path = format!("{parent}/{nearest}");
         // `get_data` rather than `exists`: a watch on a missing node would never fire or go away.
@@ -242,11 +246,10 @@ async fn wait_until_gone(zk: &ZkClient, parent: &str, mut blockers: Vec<String>)
                 }
             }
             Err(ZkError::NoNode) => {}
-            Err(ZkError::ConnectionLoss) => {
-                until_connected(zk).await?;
+            Err(error) => {
+                reconnects.wait(error).await?;
                 continue;
             }
-            Err(error) => return Err(error.into()),
         }
         blockers.pop();
         drop_vanished(zk, parent, &mut blockers).await?;
@@ -266,17 +269,51 @@ async fn drop_vanished(zk: &ZkClient, parent: &str, blockers: &mut Vec<String>) 
         blockers.retain(|name| present.contains(name.as_str()));
         return Ok(());
     }
+    let mut reconnects = Reconnects::new(zk);
     let results = loop {
         let mut reader = zk.new_multi_reader();
         for name in blockers.iter() {
             reader.add_get_data(&format!("{parent}/{name}"))?;
         }
         match reader.commit().await {
-            Err(ZkError::ConnectionLoss) => until_connected(zk).await?,
-            other => break other?,
+            Err(error) => reconnects.wait(error).await?,
+            Ok(results) => break results,
         }
     };
     let mut results = results.into_iter();
     blockers.retain(|_| !matches!(results.next(), Some(MultiReadResult::Error { err: ZkError::NoNode })));
     Ok(())
+}
+
+/// For a recipe that joined the queue at `spec.path` itself, with more requests pipelined behind
+/// its create (the semaphore): waits, as [`acquire`] does, until the node `name` holds the lock.
+/// `children` must be a listing made after the node was created. `Ok(false)` if the node
+/// vanished; a dead session is `Err(Error::Zookeeper(SessionExpired))`.
+pub(super) async fn wait_for_grant(zk: &ZkClient, spec: &LockSpec<'_>, name: &str, children: Vec<String>) -> Result<bool> {
+    wait_in_queue(zk, spec, name, children).await.map_err(|failed| match failed {
+        Failed::Error(error) => error,
+        Failed::Busy | Failed::NodeVanished | Failed::SessionGone => ZkError::SessionExpired.into(),
+    })
+}
+
+async fn wait_in_queue(
+    zk: &ZkClient,
+    spec: &LockSpec<'_>,
+    name: &str,
+    mut children: Vec<String>,
+) -> std::result::Result<bool, Failed> {
+    loop {
+        let nodes = sorted_nodes(children, spec.rules.names);
+        let Some(ours) = nodes.iter().position(|node| node.name == name) else { return Ok(false) };
+        let blockers = (spec.rules.blockers)(&nodes, ours);
+        if blockers.is_empty() {
+            return Ok(true);
+        }
+        let recheck = spec.rules.recheck_after.is_some_and(|kind| blockers.iter().any(|b| b.contains(kind)));
+        wait_until_gone(zk, spec.path, blockers).await?;
+        if !recheck {
+            return Ok(true);
+        }
+        children = list_children(zk, spec.path).await?;
+    }
 }

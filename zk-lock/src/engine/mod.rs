@@ -7,4 +7,4 @@ mod pending;
 mod retry;
 
 pub(crate) use acquire::{acquire, Granted, LockSpec, Wait};
-pub(crate) use retry::{delete_with_retry, until_connected};
+pub(crate) use retry::{broke_connection, delete_with_retry, until_connected, Reconnects};

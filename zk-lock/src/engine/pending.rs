@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use zookeeper_client::{Client as ZkClient, Error as ZkError};
 
-use super::retry::{delete_with_retry, until_connected};
+use super::acquire::list_children;
+use super::retry::{delete_with_retry, Reconnects};
 use crate::background;
 use crate::session::Session;
 
@@ -86,22 +87,18 @@ pub(super) async fn find_protected(
     parent: &str,
     prefix: &str,
 ) -> Result<Option<(String, i64)>, ZkError> {
+    let mut reconnects = Reconnects::new(zk);
     loop {
-        let children = match zk.list_children(parent).await {
+        let children = match list_children(zk, parent).await {
             Ok(children) => children,
             Err(ZkError::NoNode) => return Ok(None),
-            Err(ZkError::ConnectionLoss) => {
-                until_connected(zk).await?;
-                continue;
-            }
             Err(e) => return Err(e),
         };
         let Some(name) = children.into_iter().find(|child| child.starts_with(prefix)) else { return Ok(None) };
         match zk.get_data(&format!("{parent}/{name}")).await {
             Ok((_, stat)) => return Ok(Some((name, stat.czxid))),
             Err(ZkError::NoNode) => return Ok(None),
-            Err(ZkError::ConnectionLoss) => until_connected(zk).await?,
-            Err(e) => return Err(e),
+            Err(error) => reconnects.wait(error).await?,
         }
     }
 }
