@@ -46,6 +46,7 @@ pub mod __private;
 
 pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
 pub use error::{Error, LostReason, Result};
+pub use holder::HolderDescription;
 pub use multi_lock::*;
 pub use mutex::{Mutex, MutexGuard};
 pub use participants::*;

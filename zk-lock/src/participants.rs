@@ -14,6 +14,7 @@ use crate::client::Client;
 use crate::engine::node_name::{sequence_of, READ, WRITE};
 use crate::engine::Reconnects;
 use crate::error::Result;
+use crate::holder::HolderDescription;
 use crate::path::validate_lock_path;
 use crate::registry::default_client;
 
@@ -117,46 +118,6 @@ impl Role {
 impl fmt::Display for Role {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// Who created a node, as zk-lock writes it by default: `host=<name> pid=<pid> task=<task>`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub struct HolderDescription {
-    /// The host name of the machine.
-    pub host: String,
-    /// The process id.
-    pub pid: u32,
-    /// The tokio task id, or `None` for code that ran outside any task.
-    pub task: Option<u64>,
-}
-
-impl HolderDescription {
-    /// Parses node data in zk-lock's format; `None` for anything else, such as data set with
-    /// `with_data`, Curator's default (the host's IP address) or a kazoo identifier.
-    pub fn parse(data: &[u8]) -> Option<Self> {
-        let mut fields = std::str::from_utf8(data).ok()?.split(' ');
-        let host = fields.next()?.strip_prefix("host=").filter(|host| !host.is_empty())?;
-        let pid = fields.next()?.strip_prefix("pid=")?.parse().ok()?;
-        let task = match fields.next()?.strip_prefix("task=")? {
-            "none" => None,
-            id => Some(id.parse().ok()?),
-        };
-        if fields.next().is_some() {
-            return None;
-        }
-        Some(Self { host: host.to_owned(), pid, task })
-    }
-}
-
-impl fmt::Display for HolderDescription {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "host={} pid={} task=", self.host, self.pid)?;
-        match self.task {
-            Some(task) => write!(f, "{task}"),
-            None => f.write_str("none"),
-        }
     }
 }
 
@@ -490,22 +451,6 @@ mod tests {
         use Role::{Holder, Waiter};
         let nodes = [(KazooLock, 1), (Mutex, 2), (Unknown, 3), (Mutex, 4), (Lease, 1), (LeaseRequest, 1)];
         assert_eq!(roles(&nodes), [Holder, Holder, Role::Unknown, Waiter, Holder, Waiter]);
-    }
-
-    #[test]
-    fn parses_our_holder_description() {
-        let ours = crate::holder::describe_current_holder();
-        let parsed = HolderDescription::parse(&ours).expect("our own format parses");
-        assert_eq!(parsed.pid, std::process::id());
-        assert_eq!(parsed.task, None, "outside a task");
-        assert_eq!(parsed.to_string().into_bytes(), ours, "display round-trips");
-
-        let in_task = HolderDescription::parse(b"host=web-1 pid=42 task=17").unwrap();
-        assert_eq!((in_task.host.as_str(), in_task.pid, in_task.task), ("web-1", 42, Some(17)));
-        for foreign in [&b"10.0.0.7"[..], b"", b"host= pid=1 task=none", b"host=a pid=x task=none", b"host=a pid=1"] {
-            assert_eq!(HolderDescription::parse(foreign), None, "{:?}", String::from_utf8_lossy(foreign));
-        }
-        assert_eq!(HolderDescription::parse(b"host=a pid=1 task=none extra"), None);
     }
 
     #[test]
