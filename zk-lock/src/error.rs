@@ -45,6 +45,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// An argument can never work for this lock: a semaphore with no leases, more leases than
+    /// it allows, a shared count node holding something else.
+    #[error("invalid argument for `{path}`: {reason}")]
+    InvalidArgument {
+        /// The lock (or count) path.
+        path: String,
+        /// What is wrong and what is allowed.
+        reason: String,
+    },
+
     /// The acquisition could never succeed because the same task already holds a conflicting lock.
     #[error("acquiring `{path}` would deadlock: {reason}")]
     WouldDeadlock {
@@ -107,6 +117,10 @@ impl std::fmt::Display for LostReason {
 impl Error {
     pub(crate) fn invalid_path(path: &str, reason: impl Into<String>) -> Self {
         Self::InvalidPath { path: path.to_owned(), reason: reason.into() }
+    }
+
+    pub(crate) fn invalid_argument(path: &str, reason: impl Into<String>) -> Self {
+        Self::InvalidArgument { path: path.to_owned(), reason: reason.into() }
     }
 
     pub(crate) fn lost(path: &str, reason: LostReason) -> Self {

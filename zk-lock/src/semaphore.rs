@@ -1,1 +1,297 @@
-//! (being written)
+//! [`Semaphore`]: Curator's `InterProcessSemaphoreV2`, a limited number of leases shared by every
+//! process that uses the same path.
+
+use std::fmt;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::engine::{acquire_leases, Granted, LeaseLimit, LeaseSpec, Wait};
+use crate::error::{Error, Result};
+use crate::hold::Hold;
+use crate::path::validate_lock_path;
+use crate::shared_count::SharedCount;
+use crate::target::{LockTarget, Patience};
+
+/// A distributed counting semaphore at a ZooKeeper path, compatible with Curator's
+/// `InterProcessSemaphoreV2`: at most `max_leases` leases exist at once across every process
+/// (Rust or Java) using the path.
+///
+/// Each lease is a node `<path>/leases/_c_<uuid>-lease-<sequence>`; requests queue for the
+/// semaphore's internal mutex `<path>/locks` and are served in that order (fair). Every process
+/// must use the same limit, as with Curator, or drive it with a [`SharedCount`]
+/// ([`with_count`](Self::with_count)): raising the count wakes a waiting request.
+///
+/// Leases are not re-entrant: every acquisition takes new leases, even in a task that holds
+/// some already. Each [`SemaphorePermit`] is one lease, released on its own.
+///
+/// ```no_run
+/// # async fn demo() -> zk_lock::Result<()> {
+/// // At most 4 transcoding jobs at once, in the whole fleet.
+/// let slots = zk_lock::Semaphore::new("/workers/transcode", 4);
+/// let permit = slots.acquire().await?;
+/// // ... transcode ...
+/// permit.release().await?;
+///
+/// // A big job takes two slots, and gives them back one by one.
+/// let mut two = slots.acquire_many(2).await?;
+/// two.pop().unwrap().release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Semaphore {
+    pub(crate) target: LockTarget,
+    limit: Limit,
+    /// Whether the last acquisition through this semaphore (or a clone) found it free, so the
+    /// next one creates its leases in the same round trip as its place in the queue.
+    uncontended: Arc<AtomicBool>,
+}
+
+#[derive(Clone)]
+enum Limit {
+    Fixed(u32),
+    Shared(SharedCount),
+}
+
+impl Semaphore {
+    /// A semaphore at `path` allowing `max_leases` leases at once, on the registry's default
+    /// client.
+    ///
+    /// The path and the limit are checked when acquiring: an invalid path fails with
+    /// [`Error::InvalidPath`], a limit of 0 with [`Error::InvalidArgument`].
+    pub fn new(path: impl Into<String>, max_leases: u32) -> Self {
+        Self::build(LockTarget::new(None, path.into()), Limit::Fixed(max_leases))
+    }
+
+    /// A semaphore at `path` allowing `max_leases` leases at once, on `client`.
+    pub fn with_client(client: &Client, path: impl Into<String>, max_leases: u32) -> Self {
+        Self::build(LockTarget::new(Some(client), path.into()), Limit::Fixed(max_leases))
+    }
+
+    /// A semaphore at `path` whose limit is the current value of `count` (Curator's
+    /// `SharedCountReader` constructor), on the registry's default client. A change of the count
+    /// is seen at once by waiting requests; a count of 0 or less grants nothing until it rises.
+    /// The count is started by the first acquisition if it was not started yet.
+    pub fn with_count(path: impl Into<String>, count: SharedCount) -> Self {
+        Self::build(LockTarget::new(None, path.into()), Limit::Shared(count))
+    }
+
+    /// As [`with_count`](Self::with_count), on `client` (the count may use another client).
+    pub fn with_client_and_count(client: &Client, path: impl Into<String>, count: SharedCount) -> Self {
+        Self::build(LockTarget::new(Some(client), path.into()), Limit::Shared(count))
+    }
+
+    fn build(target: LockTarget, limit: Limit) -> Self {
+        Self { target, limit, uncontended: Arc::new(AtomicBool::new(true)) }
+    }
+
+    /// Sets the data of the lease nodes (Curator's `setNodeData`; default: `host=.. pid=.. task=..`).
+    #[must_use]
+    pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Self {
+        self.target.set_data(data.into());
+        self
+    }
+
+    /// The semaphore path.
+    pub fn path(&self) -> &str {
+        &self.target.path
+    }
+
+    /// The limit: the fixed one, or the latest value seen of the shared count (negative counts
+    /// read as 0).
+    pub fn max_leases(&self) -> u32 {
+        match &self.limit {
+            Limit::Fixed(max) => *max,
+            Limit::Shared(count) => u32::try_from(count.get()).unwrap_or(0),
+        }
+    }
+
+    /// Waits for one lease, for at most the client's default timeout (none unless configured:
+    /// then it waits as long as it takes, like Curator's `acquire()`).
+    ///
+    /// Uncontended, this is one round trip.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::InvalidPath`] if the path is not a valid lock path.
+    /// - [`Error::InvalidArgument`] if the semaphore allows 0 leases.
+    /// - [`Error::Timeout`] if the client's default timeout passed first.
+    /// - [`Error::Connect`] or [`Error::Zookeeper`] if ZooKeeper cannot be reached or refuses a
+    ///   request; for a [`with_count`](Self::with_count) semaphore also the errors of
+    ///   [`SharedCount::start`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future at any point removes every node it made (in the
+    /// background), and no lease is held.
+    pub async fn acquire(&self) -> Result<SemaphorePermit> {
+        self.acquire_one(Patience::Default).await
+    }
+
+    /// Waits for `n` leases at once, for at most the client's default timeout. They are granted
+    /// together, when `n` fit; `n = 0` returns no permit at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire); [`Error::InvalidArgument`] if `n` exceeds a fixed limit.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`acquire`](Self::acquire): no lease is kept unless all `n` are granted.
+    pub async fn acquire_many(&self, n: u32) -> Result<Vec<SemaphorePermit>> {
+        self.acquire_permits(n, Patience::Default).await
+    }
+
+    /// Takes one lease if one is free and nobody else is acquiring at this moment (Curator's
+    /// `acquire(0, unit)`), in one round trip.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Busy`] if the semaphore is full or another request holds its internal mutex (its
+    /// nodes are deleted before the error is returned), otherwise as [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self) -> Result<SemaphorePermit> {
+        self.acquire_one(Patience::Once).await
+    }
+
+    /// Takes `n` leases if they are free, one attempt, as [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire) and [`acquire_many`](Self::acquire_many).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    pub async fn try_acquire_many(&self, n: u32) -> Result<Vec<SemaphorePermit>> {
+        self.acquire_permits(n, Patience::Once).await
+    }
+
+    /// Waits for one lease for at most `timeout`; a zero timeout makes one attempt, like
+    /// [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire), with [`Error::Timeout`] after `timeout` ([`Error::Busy`]
+    /// for zero). Every node made is deleted before the error is returned.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<SemaphorePermit> {
+        self.acquire_one(Patience::Timeout(timeout)).await
+    }
+
+    /// Waits for `n` leases for at most `timeout`; a zero timeout makes one attempt.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many), with [`Error::Timeout`] after `timeout`
+    /// ([`Error::Busy`] for zero). Every node made is deleted before the error is returned.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    pub async fn acquire_many_timeout(&self, n: u32, timeout: Duration) -> Result<Vec<SemaphorePermit>> {
+        self.acquire_permits(n, Patience::Timeout(timeout)).await
+    }
+
+    async fn acquire_one(&self, patience: Patience) -> Result<SemaphorePermit> {
+        let mut permits = self.acquire_permits(1, patience).await?;
+        Ok(permits.pop().expect("one lease asked, one granted"))
+    }
+
+    async fn acquire_permits(&self, n: u32, patience: Patience) -> Result<Vec<SemaphorePermit>> {
+        let client = self.target.client().await?;
+        let holds =
+            self.acquire_holds(&client, n, patience, |node_path| format!("semaphore-lease {node_path}")).await?;
+        Ok(holds.into_iter().map(|hold| SemaphorePermit { hold }).collect())
+    }
+
+    /// Takes `n` leases; each becomes a hold registered under `key(node_path)` in the client's
+    /// table of holds.
+    pub(crate) async fn acquire_holds(
+        &self,
+        client: &Client,
+        n: u32,
+        patience: Patience,
+        key: impl Fn(&str) -> String,
+    ) -> Result<Vec<Arc<Hold>>> {
+        let path = &self.target.path;
+        validate_lock_path(path)?;
+        if let Limit::Fixed(max) = self.limit {
+            if max == 0 {
+                return Err(never_granted(
+                    path,
+                    "the semaphore allows 0 leases, so no lease can ever be granted; give it at least 1",
+                ));
+            }
+            if n > max {
+                return Err(never_granted(
+                    path,
+                    &format!("{n} leases were asked for at once, but the semaphore allows only {max}; ask for fewer"),
+                ));
+            }
+        }
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let mut limit = match &self.limit {
+            Limit::Fixed(max) => LeaseLimit::Fixed(*max),
+            Limit::Shared(count) => {
+                count.start().await?;
+                LeaseLimit::Shared(count.subscribe())
+            }
+        };
+        let wait = match patience {
+            Patience::Default => Wait::timeout(client.default_timeout()),
+            Patience::Timeout(timeout) => Wait::timeout(Some(timeout)),
+            Patience::Once => Wait::Once,
+        };
+        let data = self.target.node_data();
+        let spec = LeaseSpec { path, count: n as usize, data: &data, uncontended: &self.uncontended };
+        let granted = acquire_leases(client, &spec, &mut limit, wait).await?;
+        let holds = granted
+            .leases
+            .into_iter()
+            .map(|(node_path, token)| {
+                let key = key(&node_path);
+                let lease =
+                    Granted { session: granted.session.clone(), node_path, token, losses_seen: granted.losses_seen };
+                Hold::new(client, key, path, lease)
+            })
+            .collect();
+        Ok(holds)
+    }
+}
+
+/// An acquisition that could never succeed: it would wait forever.
+fn never_granted(path: &str, reason: &str) -> Error {
+    Error::invalid_argument(path, reason)
+}
+
+impl fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut debug = f.debug_struct("Semaphore");
+        debug.field("path", &self.target.path);
+        match &self.limit {
+            Limit::Fixed(max) => debug.field("max_leases", max),
+            Limit::Shared(count) => debug.field("count", count),
+        };
+        debug.finish_non_exhaustive()
+    }
+}
+
+crate::guard::lock_guard! {
+    /// One lease of a [`Semaphore`].
+    ///
+    /// Release it with [`release`](Self::release) to learn whether the lease was still held
+    /// until then. Dropping it instead deletes the lease node in the background (the delete
+    /// request is sent before `drop` returns), which also covers cancellation and panics.
+    /// [`lost`](Self::lost) resolves if someone else deletes the lease node or the session ends.
+    SemaphorePermit
+}

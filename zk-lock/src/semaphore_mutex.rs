@@ -1,1 +1,146 @@
-//! (being written)
+//! [`SemaphoreMutex`]: Curator's `InterProcessSemaphoreMutex`, a mutex that is not re-entrant.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::hold::Hold;
+use crate::path::validate_lock_path;
+use crate::semaphore::Semaphore;
+use crate::target::Patience;
+
+/// The key of a held semaphore mutex in the client's table of holds.
+const KIND: &str = "semaphore-mutex";
+
+/// A distributed mutex that is not re-entrant, compatible with Curator's
+/// `InterProcessSemaphoreMutex`: a [`Semaphore`] with one lease, same node layout
+/// (`<path>/locks/..` and `<path>/leases/_c_<uuid>-lease-<sequence>`).
+///
+/// Use it where a task must not take the same lock twice: a task that holds it and asks again
+/// (through the same [`Client`]) gets [`Error::WouldDeadlock`] at once, where Curator's would
+/// block forever. Other tasks wait their turn, in queue order. For a lock a task may re-enter,
+/// use [`Mutex`](crate::Mutex).
+///
+/// ```no_run
+/// # async fn demo() -> zk_lock::Result<()> {
+/// let lock = zk_lock::SemaphoreMutex::new("/jobs/nightly-report");
+/// let guard = lock.lock().await?;
+/// assert!(matches!(lock.try_lock().await, Err(zk_lock::Error::WouldDeadlock { .. })));
+/// // ... the report ...
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct SemaphoreMutex {
+    semaphore: Semaphore,
+}
+
+impl SemaphoreMutex {
+    /// A mutex at `path`, on the registry's default client. The path is checked when locking.
+    pub fn new(path: impl Into<String>) -> Self {
+        Self { semaphore: Semaphore::new(path, 1) }
+    }
+
+    /// A mutex at `path` on `client`.
+    pub fn with_client(client: &Client, path: impl Into<String>) -> Self {
+        Self { semaphore: Semaphore::with_client(client, path, 1) }
+    }
+
+    /// Sets the data of the lease nodes (default: `host=.. pid=.. task=..`).
+    #[must_use]
+    pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Self {
+        self.semaphore = self.semaphore.with_data(data);
+        self
+    }
+
+    /// The lock path.
+    pub fn path(&self) -> &str {
+        self.semaphore.path()
+    }
+
+    /// Waits for the lock, for at most the client's default timeout (none unless configured:
+    /// then it waits as long as it takes). Uncontended, this is one round trip.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::WouldDeadlock`] if this task already holds the lock through the same client:
+    ///   it is not re-entrant. Nothing is sent to ZooKeeper.
+    /// - [`Error::InvalidPath`] if the path is not a valid lock path.
+    /// - [`Error::Timeout`] if the client's default timeout passed first.
+    /// - [`Error::Connect`] or [`Error::Zookeeper`] if ZooKeeper cannot be reached or refuses a
+    ///   request.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future at any point removes every node it made (in the
+    /// background), and no lock is held.
+    pub async fn lock(&self) -> Result<SemaphoreMutexGuard> {
+        self.acquire(Patience::Default).await
+    }
+
+    /// Waits for the lock for at most `timeout`; a zero timeout makes one attempt, like
+    /// [`try_lock`](Self::try_lock).
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock), with [`Error::Timeout`] after `timeout` ([`Error::Busy`] for
+    /// zero). Every node made is deleted before the error is returned.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`lock`](Self::lock).
+    pub async fn lock_timeout(&self, timeout: Duration) -> Result<SemaphoreMutexGuard> {
+        self.acquire(Patience::Timeout(timeout)).await
+    }
+
+    /// Takes the lock if it is free and nobody else is acquiring it at this moment, in one round
+    /// trip.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Busy`] if someone holds or is acquiring the lock (every node made is deleted
+    /// before the error is returned), otherwise as [`lock`](Self::lock).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`lock`](Self::lock).
+    pub async fn try_lock(&self) -> Result<SemaphoreMutexGuard> {
+        self.acquire(Patience::Once).await
+    }
+
+    async fn acquire(&self, patience: Patience) -> Result<SemaphoreMutexGuard> {
+        let client = self.semaphore.target.client().await?;
+        validate_lock_path(self.path())?;
+        let key = self.semaphore.target.key(KIND);
+        if let Some(held) = Hold::held_by_current_task(&client, &key) {
+            // A lost lease no longer excludes anyone: taking the lock again cannot deadlock.
+            if held.lost_reason().is_none() {
+                return Err(Error::WouldDeadlock {
+                    path: self.path().to_owned(),
+                    reason: "this task already holds this semaphore mutex, which is not re-entrant; \
+                             release its guard first, or use `Mutex` for a lock a task may take again"
+                        .to_owned(),
+                });
+            }
+        }
+        let mut holds = self.semaphore.acquire_holds(&client, 1, patience, |_| key.clone()).await?;
+        let hold = holds.pop().expect("one lease asked, one granted");
+        Ok(SemaphoreMutexGuard { hold })
+    }
+}
+
+impl fmt::Debug for SemaphoreMutex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SemaphoreMutex").field("path", &self.path()).finish_non_exhaustive()
+    }
+}
+
+crate::guard::lock_guard! {
+    /// Proof that this task holds a [`SemaphoreMutex`].
+    ///
+    /// Release it with [`release`](Self::release) to learn whether the lock was still held until
+    /// then. Dropping it instead deletes the lease node in the background (the delete request is
+    /// sent before `drop` returns), which also covers cancellation and panics.
+    SemaphoreMutexGuard
+}

@@ -1,1 +1,472 @@
-//! (being written)
+//! [`SharedCount`]: Curator's `SharedCount`, an `i32` every process sees, changed with a
+//! versioned compare-and-set.
+
+use std::fmt;
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use tokio::sync::{watch, OnceCell};
+use tokio::task::AbortHandle;
+use zookeeper_client::{Acls, Client as ZkClient, CreateMode, CreateOptions, Error as ZkError, EventType, Stat};
+
+use crate::background;
+use crate::client::Client;
+use crate::engine::Reconnects;
+use crate::error::{Error, Result};
+use crate::path::validate_lock_path;
+use crate::registry;
+use crate::session::Session;
+
+/// Curator's `SharedValue.start` creates the node itself PERSISTENT, its parents as containers.
+const COUNT_NODE: CreateOptions<'static> = CreateMode::Persistent.with_acls(Acls::anyone_all());
+const PARENT_NODE: CreateOptions<'static> = CreateMode::Container.with_acls(Acls::anyone_all());
+
+/// How long the watch waits before trying again after an error it cannot ride out.
+const RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// A count and the version of the node it was read from (Curator's `VersionedValue<Integer>`).
+///
+/// Pass [`version`](Self::version) to [`SharedCount::try_set`] to change the count only if
+/// nobody changed it since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VersionedCount {
+    /// The count.
+    pub value: i32,
+    /// The ZooKeeper data version of the node; `-1` until the node was read.
+    pub version: i32,
+    /// The zxid of the change that wrote it: an older read never replaces a newer one.
+    zxid: i64,
+}
+
+/// A shared `i32` at a ZooKeeper path, compatible with Curator's `SharedCount`: a PERSISTENT
+/// node holding the count as 4 big-endian bytes, so Java and Rust processes share it.
+///
+/// [`start`](Self::start) creates the node with the initial count if it does not exist yet,
+/// reads it and watches it: [`get`](Self::get) then returns the latest count without a request,
+/// and [`subscribe`](Self::subscribe) tells about every change. [`try_set`](Self::try_set)
+/// changes it only if nobody changed it since a given version. Give it to
+/// [`Semaphore::with_count`](crate::Semaphore::with_count) to let the count decide how many leases
+/// a semaphore grants.
+///
+/// Clones share one watch; it stops when the last clone is dropped.
+///
+/// ```no_run
+/// # async fn demo() -> zk_lock::Result<()> {
+/// let workers = zk_lock::SharedCount::new("/config/transcode-workers", 4);
+/// workers.start().await?;
+/// println!("{} workers allowed", workers.get());
+/// // Raise it by one, unless someone else changed it meanwhile.
+/// let seen = workers.versioned();
+/// if !workers.try_set(seen.value + 1, seen.version).await? {
+///     println!("changed meanwhile, now {}", workers.get());
+/// }
+/// let mut changes = workers.subscribe();
+/// changes.changed().await.ok();
+/// println!("now {}", changes.borrow().value);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct SharedCount {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Option<Client>,
+    path: String,
+    initial: i32,
+    value: Arc<watch::Sender<VersionedCount>>,
+    /// The client the count was started on.
+    started: OnceCell<Client>,
+    /// The task following the node's changes.
+    follower: StdMutex<Option<AbortHandle>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(follower) = self.follower.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+            follower.abort();
+        }
+    }
+}
+
+impl SharedCount {
+    /// A shared count at `path` on the registry's default client, created with `initial` if it
+    /// does not exist when started.
+    pub fn new(path: impl Into<String>, initial: i32) -> Self {
+        Self::build(None, path.into(), initial)
+    }
+
+    /// A shared count at `path` on `client`, created with `initial` if it does not exist when
+    /// started.
+    pub fn with_client(client: &Client, path: impl Into<String>, initial: i32) -> Self {
+        Self::build(Some(client.clone()), path.into(), initial)
+    }
+
+    fn build(client: Option<Client>, path: String, initial: i32) -> Self {
+        let (value, _) = watch::channel(VersionedCount { value: initial, version: -1, zxid: -1 });
+        let inner = Inner {
+            client,
+            path,
+            initial,
+            value: Arc::new(value),
+            started: OnceCell::new(),
+            follower: StdMutex::new(None),
+        };
+        Self { inner: Arc::new(inner) }
+    }
+
+    /// The path of the count's node.
+    pub fn path(&self) -> &str {
+        &self.inner.path
+    }
+
+    /// Creates the node with the initial count if it does not exist (its missing parents as
+    /// container nodes), reads it, and keeps watching it. Starting again does nothing; the other
+    /// async methods start the count themselves.
+    ///
+    /// The create and the first read are sent back to back: one round trip.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::InvalidPath`] if the path is not valid.
+    /// - [`Error::InvalidArgument`] if the node holds something other than a 4-byte count (the
+    ///   message names the path and the size found).
+    /// - [`Error::Connect`] or [`Error::Zookeeper`] if ZooKeeper cannot be reached or refuses a
+    ///   request (for example `NoAuth`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a cancelled start leaves the count unstarted (the node may have been
+    /// created), and the next call starts it.
+    pub async fn start(&self) -> Result<()> {
+        self.started_client().await.map(drop)
+    }
+
+    async fn started_client(&self) -> Result<&Client> {
+        self.inner.started.get_or_try_init(|| self.start_now()).await
+    }
+
+    async fn start_now(&self) -> Result<Client> {
+        let inner = &self.inner;
+        validate_lock_path(&inner.path)?;
+        let client = match &inner.client {
+            Some(client) => client.clone(),
+            None => registry::default_client().await?,
+        };
+        let session = client.session().await?;
+        let (count, watcher) = create_and_watch(&session.zk, &inner.path, inner.initial).await?;
+        publish(&inner.value, count);
+        let follow = follow(client.clone(), session, inner.path.clone(), watcher, inner.value.clone());
+        let follower = background::spawn(follow).abort_handle();
+        if let Some(old) = inner.follower.lock().unwrap_or_else(|e| e.into_inner()).replace(follower) {
+            old.abort();
+        }
+        Ok(client)
+    }
+
+    /// The latest count seen: the initial count until [`start`](Self::start) read the node.
+    /// No request is sent.
+    pub fn get(&self) -> i32 {
+        self.inner.value.borrow().value
+    }
+
+    /// The node's data version of the latest count seen; `-1` until the node was read.
+    pub fn version(&self) -> i32 {
+        self.inner.value.borrow().version
+    }
+
+    /// The latest count seen with its version, for [`try_set`](Self::try_set).
+    pub fn versioned(&self) -> VersionedCount {
+        *self.inner.value.borrow()
+    }
+
+    /// A receiver of every change of the count seen by this shared count (its own writes and,
+    /// once started, everyone else's, through a ZooKeeper data watch).
+    pub fn subscribe(&self) -> watch::Receiver<VersionedCount> {
+        self.inner.value.subscribe()
+    }
+
+    /// Waits for the next change of the count after this call and returns the new count.
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start), which it calls first.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes.
+    pub async fn changed(&self) -> Result<i32> {
+        self.start().await?;
+        let mut changes = self.subscribe();
+        if changes.changed().await.is_err() {
+            // The sender lives as long as `self`.
+            std::future::pending::<()>().await;
+        }
+        let value = changes.borrow().value;
+        Ok(value)
+    }
+
+    /// Reads the count from ZooKeeper now (the cached one may lag behind by a watch event).
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start); [`Error::Zookeeper`] with `NoNode` if someone deleted the node.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn read(&self) -> Result<VersionedCount> {
+        let client = self.started_client().await?;
+        let zk = client.session().await?.zk.clone();
+        let mut reconnects = Reconnects::new(&zk);
+        loop {
+            match zk.get_data(&self.inner.path).await {
+                Ok((data, stat)) => {
+                    let count = decode(&self.inner.path, &data, &stat)?;
+                    publish(&self.inner.value, count);
+                    return Ok(self.versioned());
+                }
+                Err(error) => reconnects.wait(error).await?,
+            }
+        }
+    }
+
+    /// Sets the count, whatever it was (Curator's `setCount`).
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start); [`Error::Zookeeper`] with `NoNode` if someone deleted the node.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in that nothing is left behind, but a dropped future may or may not have
+    /// written the new count: read it again to know.
+    pub async fn set(&self, value: i32) -> Result<()> {
+        let client = self.started_client().await?;
+        let zk = client.session().await?.zk.clone();
+        let mut reconnects = Reconnects::new(&zk);
+        loop {
+            // Writing the same value again after a lost reply is harmless.
+            match zk.set_data(&self.inner.path, &value.to_be_bytes(), None).await {
+                Ok(stat) => {
+                    publish(&self.inner.value, VersionedCount { value, version: stat.version, zxid: stat.mzxid });
+                    return Ok(());
+                }
+                Err(error) => reconnects.wait(error).await?,
+            }
+        }
+    }
+
+    /// Sets the count to `value` only if the node is still at `expected_version` (Curator's
+    /// `trySetCount(VersionedValue, int)`): `Ok(false)` if someone changed it since, and the
+    /// cached count is then refreshed, so [`versioned`](Self::versioned) gives the next attempt's
+    /// input. A negative `expected_version` (never read) always gets `Ok(false)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`set`](Self::set).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`set`](Self::set).
+    pub async fn try_set(&self, value: i32, expected_version: i32) -> Result<bool> {
+        let client = self.started_client().await?;
+        let zk = client.session().await?.zk.clone();
+        let path = &self.inner.path;
+        if expected_version < 0 {
+            self.read().await?;
+            return Ok(false);
+        }
+        let mut reconnects = Reconnects::new(&zk);
+        loop {
+            match zk.set_data(path, &value.to_be_bytes(), Some(expected_version)).await {
+                Ok(stat) => {
+                    publish(&self.inner.value, VersionedCount { value, version: stat.version, zxid: stat.mzxid });
+                    return Ok(true);
+                }
+                Err(ZkError::BadVersion) => {
+                    self.read().await?;
+                    return Ok(false);
+                }
+                Err(error) => {
+                    // The reply was lost: find out whether our write was applied.
+                    reconnects.wait(error).await?;
+                    let now = self.read().await?;
+                    if now.version == expected_version {
+                        continue;
+                    }
+                    return Ok(now.version == expected_version.wrapping_add(1) && now.value == value);
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Debug for SharedCount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let count = self.versioned();
+        f.debug_struct("SharedCount")
+            .field("path", &self.inner.path)
+            .field("value", &count.value)
+            .field("version", &count.version)
+            .field("started", &self.inner.started.initialized())
+            .finish()
+    }
+}
+
+/// Keeps `newer` unless the cache already has a later change.
+fn publish(value: &watch::Sender<VersionedCount>, newer: VersionedCount) {
+    value.send_if_modified(|current| {
+        let newer_change = newer.zxid > current.zxid;
+        if newer_change {
+            *current = newer;
+        }
+        newer_change
+    });
+}
+
+/// Reads a count node's data: exactly 4 big-endian bytes, as Curator writes them.
+fn decode(path: &str, data: &[u8], stat: &Stat) -> Result<VersionedCount> {
+    let bytes: [u8; 4] = data.try_into().map_err(|_| {
+        Error::invalid_argument(
+            path,
+            format!(
+                "the node holds {} bytes of data, not the 4-byte big-endian integer of a shared count \
+                 (Curator's SharedCount); it is used by something else, so choose another path",
+                data.len()
+            ),
+        )
+    })?;
+    Ok(VersionedCount { value: i32::from_be_bytes(bytes), version: stat.version, zxid: stat.mzxid })
+}
+
+type DataWatch = zookeeper_client::OneshotWatcher;
+
+/// Creates the node if missing and reads it with a watch; both requests are sent back to back.
+async fn create_and_watch(zk: &ZkClient, path: &str, initial: i32) -> Result<(VersionedCount, DataWatch)> {
+    let mut reconnects = Reconnects::new(zk);
+    loop {
+        let create = zk.create(path, &initial.to_be_bytes(), &COUNT_NODE);
+        let read = zk.get_and_watch_data(path);
+        let (created, read) = tokio::join!(create, read);
+        match created {
+            Ok(_) | Err(ZkError::NodeExists) => {}
+            Err(ZkError::NoNode) => {
+                create_parent(zk, path).await?;
+                continue;
+            }
+            // A create applied before the reply was lost shows as NodeExists next time.
+            Err(error) => {
+                reconnects.wait(error).await?;
+                continue;
+            }
+        }
+        match read {
+            Ok((data, stat, watcher)) => return Ok((decode(path, &data, &stat)?, watcher)),
+            // Deleted between our create and our read: create it again.
+            Err(ZkError::NoNode) => continue,
+            Err(error) => reconnects.wait(error).await?,
+        }
+    }
+}
+
+async fn create_parent(zk: &ZkClient, path: &str) -> Result<()> {
+    let parent = &path[..path.rfind('/').unwrap_or(0)];
+    let missing_chroot = || {
+        Error::invalid_path(
+            path,
+            "the client's namespace (chroot) node does not exist; create it or use `ClientBuilder::namespace`, which does",
+        )
+    };
+    if parent.is_empty() {
+        return Err(missing_chroot());
+    }
+    match zk.mkdir(parent, &PARENT_NODE).await {
+        Ok(()) | Err(ZkError::NodeExists) => Ok(()),
+        Err(ZkError::NoNode) => Err(missing_chroot()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Follows the node's changes for as long as the shared count exists: every watch event reads
+/// it again (with a new watch) and publishes the count. A deleted node is waited for with an
+/// `exists` watch; an expired session is replaced by the client's next one. Data that is not a
+/// count is skipped ([`SharedCount::read`] reports it).
+async fn follow(
+    client: Client,
+    mut session: Arc<Session>,
+    path: String,
+    first: DataWatch,
+    value: Arc<watch::Sender<VersionedCount>>,
+) {
+    let mut watcher = Some(first);
+    loop {
+        if let Some(watcher) = watcher.take() {
+            let event = watcher.changed().await;
+            if event.event_type == EventType::Session && event.session_state.is_terminated() {
+                match renew(&client).await {
+                    Some(fresh) => session = fresh,
+                    None => return,
+                }
+            }
+        }
+        let zk = &session.zk;
+        match zk.get_and_watch_data(&path).await {
+            Ok((data, stat, next)) => {
+                if let Ok(count) = decode(&path, &data, &stat) {
+                    publish(&value, count);
+                }
+                watcher = Some(next);
+            }
+            Err(ZkError::NoNode) => match zk.check_and_watch_stat(&path).await {
+                Ok((None, next)) => watcher = Some(next),
+                // Created meanwhile: read it.
+                Ok((Some(_), _)) => {}
+                Err(error) => {
+                    if !ride_out(&client, &mut session, error).await {
+                        return;
+                    }
+                }
+            },
+            Err(error) => {
+                if !ride_out(&client, &mut session, error).await {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// After a failed request: waits for the connection, or moves to the client's next session.
+/// `false` if there will be no next session.
+async fn ride_out(client: &Client, session: &mut Arc<Session>, error: ZkError) -> bool {
+    let terminal = matches!(error, ZkError::SessionExpired | ZkError::ClientClosed | ZkError::AuthFailed);
+    if !terminal && Reconnects::new(&session.zk).wait(error).await.is_ok() {
+        return true;
+    }
+    if session.is_usable() {
+        // An error the connection does not explain: try again a little later.
+        tokio::time::sleep(RETRY_DELAY).await;
+        return true;
+    }
+    match renew(client).await {
+        Some(fresh) => {
+            *session = fresh;
+            true
+        }
+        None => false,
+    }
+}
+
+/// The client's next session, once it can open one; `None` for a client that cannot renew.
+async fn renew(client: &Client) -> Option<Arc<Session>> {
+    if !client.is_renewable() {
+        return None;
+    }
+    loop {
+        match client.session().await {
+            Ok(session) if session.is_usable() => return Some(session),
+            _ => tokio::time::sleep(RETRY_DELAY).await,
+        }
+    }
+}

@@ -289,7 +289,12 @@ async fn drop_vanished(zk: &ZkClient, parent: &str, blockers: &mut Vec<String>) 
 /// its create (the semaphore): waits, as [`acquire`] does, until the node `name` holds the lock.
 /// `children` must be a listing made after the node was created. `Ok(false)` if the node
 /// vanished; a dead session is `Err(Error::Zookeeper(SessionExpired))`.
-pub(super) async fn wait_for_grant(zk: &ZkClient, spec: &LockSpec<'_>, name: &str, children: Vec<String>) -> Result<bool> {
+pub(super) async fn wait_for_grant(
+    zk: &ZkClient,
+    spec: &LockSpec<'_>,
+    name: &str,
+    children: Vec<String>,
+) -> Result<bool> {
     wait_in_queue(zk, spec, name, children).await.map_err(|failed| match failed {
         Failed::Error(error) => error,
         Failed::Busy | Failed::NodeVanished | Failed::SessionGone => ZkError::SessionExpired.into(),

@@ -2,9 +2,11 @@
 //! wait for the nodes a recipe says must go first, and clean up on every way out.
 
 mod acquire;
+mod lease;
 pub(crate) mod node_name;
 mod pending;
 mod retry;
 
 pub(crate) use acquire::{acquire, Granted, LockSpec, Wait};
+pub(crate) use lease::{acquire_leases, LeaseLimit, LeaseSpec};
 pub(crate) use retry::{broke_connection, delete_with_retry, until_connected, Reconnects};

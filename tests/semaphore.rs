@@ -1,0 +1,482 @@
+//! `Semaphore` against a real ZooKeeper: the lease limit under contention, fairness, several
+//! leases at once, single attempts, timeouts, cancellation, a limit driven by a `SharedCount`,
+//! lost and vanished leases, and the requests an uncontended cycle costs. All tests but the last
+//! share one server; each uses its own path.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::zk::{children, client_with_session_timeout, new_client, server, wait_for_children, Rng, PATIENCE};
+use tokio::sync::Barrier;
+use zk_lock::testing::TestingServer;
+use zk_lock::{
+    Client, Error, LostReason, Semaphore, SemaphoreMutex, SemaphoreMutexGuard, SemaphorePermit, SharedCount,
+    VersionedCount,
+};
+
+const PATH: &str = "/it-semaphore";
+
+fn send_static<T: Send + 'static>(_: &T) {}
+fn send_sync_static<T: Send + Sync + 'static>() {}
+
+#[test]
+fn types_and_futures_cross_threads_and_tasks() {
+    send_sync_static::<Semaphore>();
+    send_sync_static::<SemaphorePermit>();
+    send_sync_static::<SemaphoreMutex>();
+    send_sync_static::<SemaphoreMutexGuard>();
+    send_sync_static::<SharedCount>();
+    send_sync_static::<VersionedCount>();
+    // Only built, never polled: no server is needed to check their types.
+    let semaphore = Semaphore::with_count("/api/semaphore", SharedCount::new("/api/count", 2));
+    send_static(&{
+        let semaphore = semaphore.clone();
+        async move { semaphore.acquire_many_timeout(2, Duration::from_secs(1)).await }
+    });
+    send_static(&async move { semaphore.try_acquire().await?.release().await });
+    let count = SharedCount::new("/api/count", 2);
+    send_static(&async move { count.try_set(3, 0).await });
+    let mutex = SemaphoreMutex::new("/api/semaphore-mutex");
+    send_static(&async move { mutex.lock().await.map(|guard| guard.lost()) });
+}
+
+fn leases(path: &str) -> String {
+    format!("{path}/leases")
+}
+
+fn locks(path: &str) -> String {
+    format!("{path}/locks")
+}
+
+fn name_of(node_path: &str) -> String {
+    node_path.rsplit('/').next().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_sessions_of_eight_tasks_never_exceed_the_limit_and_reach_it() {
+    const MAX: usize = 3;
+    const SESSIONS: usize = 4;
+    const TASKS: usize = 8;
+    const ROUNDS: usize = 15;
+    let path = format!("{PATH}/limit");
+    let holders = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let grant = {
+        let (holders, most) = (holders.clone(), most.clone());
+        move || {
+            let now = holders.fetch_add(1, Ordering::SeqCst) + 1;
+            assert!(now <= MAX, "{now} holders of a semaphore allowing {MAX}");
+            most.fetch_max(now, Ordering::SeqCst);
+        }
+    };
+
+    // The limit is reachable: MAX sessions hold a lease each at the same time.
+    let all_hold = Arc::new(Barrier::new(MAX + 1));
+    let checked = Arc::new(Barrier::new(MAX + 1));
+    let mut full = Vec::new();
+    for _ in 0..MAX {
+        let client = new_client().await;
+        let semaphore = Semaphore::with_client(&client, &path, MAX as u32);
+        let (all_hold, checked, holders, grant) = (all_hold.clone(), checked.clone(), holders.clone(), grant.clone());
+        full.push(tokio::spawn(async move {
+            let permit = semaphore.acquire().await.expect("acquire");
+            grant();
+            all_hold.wait().await;
+            checked.wait().await;
+            holders.fetch_sub(1, Ordering::SeqCst);
+            permit.release().await.expect("release");
+        }));
+    }
+    tokio::time::timeout(PATIENCE, all_hold.wait()).await.expect("all MAX sessions hold a lease at once");
+    assert_eq!(most.load(Ordering::SeqCst), MAX);
+    let observer = new_client().await;
+    assert_eq!(children(&observer, &leases(&path)).await.len(), MAX);
+    checked.wait().await;
+    for task in full {
+        task.await.expect("task panicked");
+    }
+
+    // And never exceeded under contention.
+    let mut tasks = Vec::new();
+    for _ in 0..SESSIONS {
+        let client = new_client().await;
+        for _ in 0..TASKS {
+            let semaphore = Semaphore::with_client(&client, &path, MAX as u32);
+            let (holders, grant) = (holders.clone(), grant.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut rng = Rng::from_time();
+                for _ in 0..ROUNDS {
+                    let permit = semaphore.acquire().await.expect("acquire");
+                    grant();
+                    // Work under the lease that takes longer than a grant, so that the limit, not
+                    // the rate of grants, decides how many hold at once.
+                    tokio::time::sleep(Duration::from_micros(1_000 + rng.below(4_000))).await;
+                    holders.fetch_sub(1, Ordering::SeqCst);
+                    permit.release().await.expect("release");
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.expect("task panicked");
+    }
+    assert_eq!(most.load(Ordering::SeqCst), MAX);
+    wait_for_children(&observer, &leases(&path), |c| c.is_empty()).await;
+    wait_for_children(&observer, &locks(&path), |c| c.is_empty()).await;
+}
+
+#[tokio::test]
+async fn waiters_are_served_in_queue_order() {
+    const WAITERS: usize = 5;
+    let path = format!("{PATH}/fifo");
+    let client = new_client().await;
+    let semaphore = Semaphore::with_client(&client, &path, 2);
+    let first = semaphore.acquire().await.unwrap();
+    let second = semaphore.acquire().await.unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..WAITERS {
+        // Separate sessions, so the order is decided by ZooKeeper alone.
+        let waiter_client = new_client().await;
+        let semaphore = Semaphore::with_client(&waiter_client, &path, 2);
+        let order = order.clone();
+        tasks.push(tokio::spawn(async move {
+            let permit = semaphore.acquire().await.unwrap();
+            order.lock().unwrap().push(i);
+            permit.release().await.unwrap();
+            drop(waiter_client);
+        }));
+        // The first waiter holds the internal mutex, the others queue behind it.
+        wait_for_children(&client, &locks(&path), |c| c.len() == i + 1).await;
+    }
+    first.release().await.unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), (0..WAITERS).collect::<Vec<_>>());
+    second.release().await.unwrap();
+    wait_for_children(&client, &leases(&path), |c| c.is_empty()).await;
+}
+
+#[tokio::test]
+async fn acquire_many_takes_leases_together_and_each_is_released_on_its_own() {
+    let path = format!("{PATH}/many");
+    let (a, b, c) = (new_client().await, new_client().await, new_client().await);
+    let mut two = Semaphore::with_client(&a, &path, 3).acquire_many(2).await.unwrap();
+    assert_eq!(two.len(), 2);
+    assert_ne!(two[0].node_path(), two[1].node_path());
+    assert!(two.iter().all(|p| p.node_path().starts_with(&format!("{path}/leases/_c_")) && p.path() == path));
+    assert_eq!(children(&a, &leases(&path)).await.len(), 2);
+
+    let b_semaphore = Semaphore::with_client(&b, &path, 3);
+    assert!(matches!(b_semaphore.try_acquire_many(2).await, Err(Error::Busy { .. })), "2 + 2 leases exceed 3");
+    let b_permit = b_semaphore.try_acquire().await.expect("a third lease fits");
+    let c_semaphore = Semaphore::with_client(&c, &path, 3);
+    assert!(matches!(c_semaphore.try_acquire().await, Err(Error::Busy { .. })), "full");
+
+    let waiter = {
+        let c_semaphore = c_semaphore.clone();
+        tokio::spawn(async move { c_semaphore.acquire_many(2).await })
+    };
+    // The waiter holds the internal mutex with its two leases made: 5 lease nodes.
+    wait_for_children(&a, &leases(&path), |c| c.len() == 5).await;
+    let kept = two.pop().unwrap();
+    two.pop().unwrap().release().await.unwrap();
+    assert!(kept.is_held(), "releasing one permit keeps the other");
+    wait_for_children(&a, &leases(&path), |c| c.len() == 4).await;
+    assert!(!waiter.is_finished(), "4 leases exceed 3");
+    b_permit.release().await.unwrap();
+    let granted = tokio::time::timeout(PATIENCE, waiter).await.expect("granted").unwrap().expect("two leases");
+    assert_eq!(granted.len(), 2);
+    let now = children(&a, &leases(&path)).await;
+    assert_eq!(now.len(), 3, "{now:?}");
+    for permit in &granted {
+        assert!(now.contains(&name_of(permit.node_path())));
+    }
+    kept.release().await.unwrap();
+    for permit in granted {
+        permit.release().await.unwrap();
+    }
+    assert!(Semaphore::with_client(&a, &path, 3).acquire_many(0).await.unwrap().is_empty());
+    wait_for_children(&a, &leases(&path), |c| c.is_empty()).await;
+    wait_for_children(&a, &locks(&path), |c| c.is_empty()).await;
+}
+
+#[tokio::test]
+async fn try_acquire_on_a_full_semaphore_is_busy_and_leaves_no_node() {
+    let path = format!("{PATH}/busy");
+    let (holder, other) = (new_client().await, new_client().await);
+    let semaphore = Semaphore::with_client(&holder, &path, 2);
+    let held = [semaphore.acquire().await.unwrap(), semaphore.acquire().await.unwrap()];
+    let contender = Semaphore::with_client(&other, &path, 2);
+    for _ in 0..3 {
+        assert!(matches!(contender.try_acquire().await, Err(Error::Busy { path: p }) if p == path));
+        assert!(matches!(contender.acquire_timeout(Duration::ZERO).await, Err(Error::Busy { .. })));
+        assert!(matches!(contender.try_acquire_many(1).await, Err(Error::Busy { .. })));
+    }
+    // Listed through the contender's own session: after its deletes.
+    let mut left = children(&other, &leases(&path)).await;
+    left.sort();
+    let mut holders: Vec<String> = held.iter().map(|p| name_of(p.node_path())).collect();
+    holders.sort();
+    assert_eq!(left, holders, "only the holders' leases are left");
+    assert!(children(&other, &locks(&path)).await.is_empty());
+    drop(held);
+    let permit = contender.try_acquire().await.expect("free again");
+    permit.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn timeouts_remove_every_node_before_returning() {
+    let path = format!("{PATH}/timeout");
+    let (holder_client, waiter_client, contender_client) = (new_client().await, new_client().await, new_client().await);
+    let holder = Semaphore::with_client(&holder_client, &path, 1).acquire().await.unwrap();
+    let contender = Semaphore::with_client(&contender_client, &path, 1);
+
+    // Waiting for a lease, holding the internal mutex.
+    let started = tokio::time::Instant::now();
+    match contender.acquire_timeout(Duration::from_millis(300)).await {
+        Err(Error::Timeout { path: p, waited }) => {
+            assert_eq!(p, path);
+            assert!(waited >= Duration::from_millis(300), "waited {waited:?}");
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(children(&contender_client, &leases(&path)).await, [name_of(holder.node_path())]);
+    assert!(children(&contender_client, &locks(&path)).await.is_empty());
+
+    // Waiting for the internal mutex, held by another waiter.
+    let waiter = {
+        let semaphore = Semaphore::with_client(&waiter_client, &path, 1);
+        tokio::spawn(async move { semaphore.acquire().await })
+    };
+    wait_for_children(&holder_client, &locks(&path), |c| c.len() == 1).await;
+    let waiter_lock = children(&holder_client, &locks(&path)).await;
+    assert!(matches!(contender.acquire_many_timeout(1, Duration::from_millis(300)).await, Err(Error::Timeout { .. })));
+    assert_eq!(children(&contender_client, &locks(&path)).await, waiter_lock, "only the waiter's lock node");
+    assert_eq!(children(&contender_client, &leases(&path)).await.len(), 2, "the holder's and the waiter's");
+
+    holder.release().await.unwrap();
+    let permit = waiter.await.unwrap().expect("the waiter gets the lease");
+    permit.release().await.unwrap();
+    wait_for_children(&holder_client, &leases(&path), |c| c.is_empty()).await;
+    wait_for_children(&holder_client, &locks(&path), |c| c.is_empty()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquisitions_dropped_at_random_points_leave_no_node() {
+    let path = format!("{PATH}/cancel");
+    let client = new_client().await;
+    let contender_client = new_client().await;
+    let mut rng = Rng::from_time();
+    for round in 0..90 {
+        // A full semaphore, a half-full one (two leases asked, one free), a free one.
+        let semaphore = Semaphore::with_client(&client, &path, 2);
+        let held = match round % 3 {
+            0 => semaphore.acquire_many(2).await.unwrap(),
+            1 => semaphore.acquire_many(1).await.unwrap(),
+            _ => Vec::new(),
+        };
+        let contender = Semaphore::with_client(&contender_client, &path, 2);
+        let many = round % 2 == 0;
+        let acquire = tokio::spawn(async move {
+            if many {
+                contender.acquire_many(2).await
+            } else {
+                contender.acquire_many(1).await
+            }
+        });
+        tokio::time::sleep(Duration::from_micros(rng.below(4_000))).await;
+        acquire.abort();
+        // Whatever the abort interrupted, permits it produced are dropped too.
+        let _ = acquire.await;
+        drop(held);
+    }
+    wait_for_children(&client, &leases(&path), |c| c.is_empty()).await;
+    wait_for_children(&client, &locks(&path), |c| c.is_empty()).await;
+}
+
+#[tokio::test]
+async fn raising_the_shared_count_wakes_a_waiter() {
+    let path = format!("{PATH}/counted");
+    let count_path = format!("{PATH}/counted-max");
+    let (admin_client, holder_client, waiter_client) = (new_client().await, new_client().await, new_client().await);
+    let admin = SharedCount::with_client(&admin_client, &count_path, 1);
+    admin.start().await.unwrap();
+    // Each process has its own SharedCount of the same node.
+    let counted = |client: &Client| {
+        Semaphore::with_client_and_count(client, &path, SharedCount::with_client(client, &count_path, 1))
+    };
+    let holder_semaphore = counted(&holder_client);
+    let holder = holder_semaphore.acquire().await.unwrap();
+    assert_eq!(holder_semaphore.max_leases(), 1);
+    let waiter = {
+        let semaphore = counted(&waiter_client);
+        tokio::spawn(async move { semaphore.acquire().await })
+    };
+    wait_for_children(&admin_client, &leases(&path), |c| c.len() == 2).await;
+    assert!(!waiter.is_finished(), "2 leases exceed a count of 1");
+
+    admin.set(2).await.unwrap();
+    let second = tokio::time::timeout(PATIENCE, waiter).await.expect("woken by the count").unwrap().unwrap();
+    assert!(holder.is_held() && second.is_held());
+    assert_eq!(children(&admin_client, &leases(&path)).await.len(), 2);
+
+    // Lowering the count admits nobody new.
+    admin.set(1).await.unwrap();
+    let latecomer = counted(&admin_client);
+    assert!(matches!(latecomer.try_acquire().await, Err(Error::Busy { .. })));
+    holder.release().await.unwrap();
+    second.release().await.unwrap();
+    latecomer.try_acquire().await.expect("free again").release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_lease_deleted_by_someone_else_is_lost_and_no_longer_counted() {
+    let path = format!("{PATH}/deleted");
+    let (holder_client, other) = (new_client().await, new_client().await);
+    let permit = Semaphore::with_client(&holder_client, &path, 1).acquire().await.unwrap();
+    let lost = permit.lost();
+    other.zookeeper().delete(permit.node_path(), None).await.unwrap();
+    let reason = tokio::time::timeout(PATIENCE, lost).await.expect("lost() resolves");
+    assert_eq!(reason, LostReason::NodeDeleted);
+    assert!(!permit.is_held());
+    let taken = Semaphore::with_client(&other, &path, 1).try_acquire().await.expect("the deleted lease is not counted");
+    assert!(matches!(permit.release().await, Err(Error::Lost { reason: LostReason::NodeDeleted, .. })));
+    taken.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_waiting_lease_that_vanishes_is_made_again_and_counted_once() {
+    let path = format!("{PATH}/vanished");
+    let (holder_client, waiter_client) = (new_client().await, new_client().await);
+    let holder = Semaphore::with_client(&holder_client, &path, 1).acquire().await.unwrap();
+    let waiter = {
+        let semaphore = Semaphore::with_client(&waiter_client, &path, 1);
+        tokio::spawn(async move { semaphore.acquire().await })
+    };
+    let both = wait_for_children(&holder_client, &leases(&path), |c| c.len() == 2).await;
+    let holder_name = name_of(holder.node_path());
+    let vanished = both.into_iter().find(|name| *name != holder_name).unwrap();
+    holder_client.zookeeper().delete(&format!("{}/{vanished}", leases(&path)), None).await.unwrap();
+    // The waiter notices and makes a new lease node.
+    wait_for_children(&holder_client, &leases(&path), |c| c.len() == 2 && !c.contains(&vanished)).await;
+    assert!(!waiter.is_finished());
+
+    holder.release().await.unwrap();
+    let permit = tokio::time::timeout(PATIENCE, waiter).await.expect("granted").unwrap().unwrap();
+    assert_ne!(name_of(permit.node_path()), vanished);
+    assert_eq!(children(&holder_client, &leases(&path)).await, [name_of(permit.node_path())]);
+    permit.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_waiter_whose_session_expires_queues_again_on_a_new_session() {
+    let path = format!("{PATH}/expiry");
+    let holder_client = new_client().await;
+    let waiter_client = client_with_session_timeout(Duration::from_secs(4)).await;
+    let holder = Semaphore::with_client(&holder_client, &path, 1).acquire().await.unwrap();
+    let waiter = {
+        let semaphore = Semaphore::with_client(&waiter_client, &path, 1);
+        tokio::spawn(async move { semaphore.acquire().await })
+    };
+    let before = wait_for_children(&holder_client, &leases(&path), |c| c.len() == 2).await;
+    let old_lock = wait_for_children(&holder_client, &locks(&path), |c| c.len() == 1).await;
+    let old_lease = before.into_iter().find(|name| *name != name_of(holder.node_path())).unwrap();
+
+    server().expire_session(&waiter_client.zookeeper()).await.expect("expire");
+    // The old session's nodes are gone and the waiter is back in line on a new session.
+    wait_for_children(&holder_client, &leases(&path), |c| c.len() == 2 && !c.contains(&old_lease)).await;
+    wait_for_children(&holder_client, &locks(&path), |c| c.len() == 1 && c != old_lock.as_slice()).await;
+    assert!(!waiter.is_finished());
+
+    holder.release().await.unwrap();
+    let permit = tokio::time::timeout(PATIENCE, waiter).await.expect("granted").unwrap().expect("a lease");
+    assert!(permit.is_held());
+    assert_eq!(children(&holder_client, &leases(&path)).await, [name_of(permit.node_path())]);
+    permit.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn impossible_requests_are_refused_at_once_without_a_node() {
+    let path = format!("{PATH}/refused");
+    let client = new_client().await;
+    let none = Semaphore::with_client(&client, &path, 0);
+    for result in [
+        tokio::time::timeout(PATIENCE, none.acquire()).await.expect("no hang"),
+        tokio::time::timeout(PATIENCE, none.try_acquire()).await.expect("no hang"),
+    ] {
+        match result {
+            Err(Error::InvalidArgument { path: p, reason }) => {
+                assert_eq!(p, path);
+                assert!(reason.contains("0 leases"), "{reason}");
+            }
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+    }
+    let three = Semaphore::with_client(&client, &path, 3);
+    assert!(matches!(
+        tokio::time::timeout(PATIENCE, three.acquire_many(4)).await.expect("no hang"),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(client.zookeeper().check_stat(&path).await.unwrap().is_none(), "nothing was created");
+    assert!(matches!(
+        Semaphore::with_client(&client, "/bad//path", 1).try_acquire().await,
+        Err(Error::InvalidPath { .. })
+    ));
+}
+
+fn packets_received(server: &TestingServer) -> u64 {
+    let mntr = server.four_letter("mntr").expect("mntr");
+    mntr.lines()
+        .find_map(|line| line.strip_prefix("zk_packets_received\t"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no zk_packets_received in mntr output:\n{mntr}"))
+}
+
+/// Uncontended, a lease costs six requests in two round trips (acquire, release): the lock node
+/// and the lease node created and both parents listed in one multi-read (one round trip), then
+/// the lock node's delete and the watch on our lease node sent without waiting, and the lease's
+/// delete on release. Curator's `InterProcessSemaphoreV2` sends seven in six round trips.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncontended_cycle_sends_six_requests() {
+    const CYCLES: u64 = 50;
+    // A server of its own: the counter must see no other test's traffic.
+    let server = TestingServer::start().expect("start server");
+    // A long session timeout keeps pings (also counted) out of the window.
+    let client =
+        Client::builder(server.connect_string()).session_timeout(Duration::from_secs(60)).connect().await.unwrap();
+    let semaphore = Semaphore::with_client(&client, "/requests/semaphore", 3);
+    let mutex = SemaphoreMutex::with_client(&client, "/requests/semaphore-mutex");
+    // The first cycles also create the parent nodes.
+    semaphore.acquire().await.unwrap().release().await.unwrap();
+    mutex.lock().await.unwrap().release().await.unwrap();
+
+    let before = packets_received(&server);
+    let started = tokio::time::Instant::now();
+    for _ in 0..CYCLES {
+        let permit = semaphore.acquire().await.unwrap();
+        permit.release().await.unwrap();
+    }
+    let elapsed = started.elapsed();
+    let sent = packets_received(&server) - before;
+    let per_cycle = sent as f64 / CYCLES as f64;
+    eprintln!(
+        "semaphore: {sent} requests in {CYCLES} cycles: {per_cycle:.2} per cycle, {:?} per cycle",
+        elapsed / CYCLES as u32
+    );
+    assert!((6.0..6.2).contains(&per_cycle), "{per_cycle:.2} requests per cycle");
+
+    let before = packets_received(&server);
+    for _ in 0..CYCLES {
+        let guard = mutex.lock().await.unwrap();
+        guard.release().await.unwrap();
+    }
+    let per_cycle = (packets_received(&server) - before) as f64 / CYCLES as f64;
+    eprintln!("semaphore mutex: {per_cycle:.2} requests per cycle");
+    assert!((6.0..6.2).contains(&per_cycle), "{per_cycle:.2} requests per cycle");
+}

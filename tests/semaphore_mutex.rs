@@ -1,0 +1,140 @@
+//! `SemaphoreMutex` against a real ZooKeeper: exclusion, the refused nested acquire, other tasks
+//! waiting, timeouts. All tests share one server; each uses its own path.
+
+mod support;
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::zk::{children, new_client, wait_for_children, PATIENCE};
+use zk_lock::{Error, SemaphoreMutex};
+
+const PATH: &str = "/it-semaphore-mutex";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_sessions_of_eight_tasks_never_overlap() {
+    const SESSIONS: usize = 4;
+    const TASKS: usize = 8;
+    const ROUNDS: u64 = 15;
+    let path = format!("{PATH}/exclusion");
+    let counter = Arc::new(AtomicU64::new(0));
+    let holders = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..SESSIONS {
+        let client = new_client().await;
+        for _ in 0..TASKS {
+            let (lock, counter, holders) =
+                (SemaphoreMutex::with_client(&client, &path), counter.clone(), holders.clone());
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..ROUNDS {
+                    let guard = lock.lock().await.expect("lock");
+                    assert_eq!(holders.fetch_add(1, Ordering::SeqCst), 0, "two holders at once");
+                    let seen = counter.load(Ordering::SeqCst);
+                    tokio::task::yield_now().await;
+                    counter.store(seen + 1, Ordering::SeqCst);
+                    holders.fetch_sub(1, Ordering::SeqCst);
+                    guard.release().await.expect("release");
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.expect("task panicked");
+    }
+    assert_eq!(counter.load(Ordering::SeqCst), SESSIONS as u64 * TASKS as u64 * ROUNDS);
+    let client = new_client().await;
+    wait_for_children(&client, &format!("{path}/leases"), |c| c.is_empty()).await;
+    wait_for_children(&client, &format!("{path}/locks"), |c| c.is_empty()).await;
+}
+
+#[tokio::test]
+async fn a_nested_acquire_in_the_same_task_is_refused_at_once_and_other_tasks_wait() {
+    let path = format!("{PATH}/nested");
+    let leases = format!("{path}/leases");
+    let client = new_client().await;
+    let lock = SemaphoreMutex::with_client(&client, &path);
+    let guard = lock.lock().await.unwrap();
+    let zk = client.zookeeper();
+    // Child versions change with every child created or deleted.
+    let cversions = || async {
+        let leases = zk.get_children(&leases).await.unwrap().1.cversion;
+        let locks = zk.get_children(&format!("{path}/locks")).await.unwrap().1.cversion;
+        (leases, locks)
+    };
+    let before = cversions().await;
+
+    for nested in [
+        tokio::time::timeout(PATIENCE, lock.lock()).await.expect("no hang"),
+        tokio::time::timeout(PATIENCE, lock.try_lock()).await.expect("no hang"),
+        tokio::time::timeout(PATIENCE, lock.lock_timeout(Duration::from_secs(60))).await.expect("no hang"),
+        // Another handle of the same lock on the same client is the same lock.
+        tokio::time::timeout(PATIENCE, SemaphoreMutex::with_client(&client, &path).lock()).await.expect("no hang"),
+    ] {
+        match nested {
+            Err(Error::WouldDeadlock { path: p, reason }) => {
+                assert_eq!(p, path);
+                assert!(reason.contains("not re-entrant"), "{reason}");
+            }
+            other => panic!("expected WouldDeadlock, got {other:?}"),
+        }
+    }
+    // No node was made: the only lease is ours, the internal mutex is free, nothing changed.
+    assert_eq!(children(&client, &leases).await, [guard.node_path().rsplit('/').next().unwrap()]);
+    assert!(children(&client, &format!("{path}/locks")).await.is_empty());
+    assert_eq!(cversions().await, before, "no node was created or deleted");
+
+    // Another task of the same client is a different holder: it waits.
+    let other = {
+        let lock = lock.clone();
+        move || {
+            let lock = lock.clone();
+            tokio::spawn(async move { lock.try_lock().await.map(drop) })
+        }
+    };
+    assert!(matches!(other().await.unwrap(), Err(Error::Busy { .. })));
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.lock().await })
+    };
+    wait_for_children(&client, &format!("{path}/locks"), |c| c.len() == 1).await;
+    assert!(!waiter.is_finished());
+    guard.release().await.unwrap();
+    let theirs = tokio::time::timeout(PATIENCE, waiter).await.expect("granted").unwrap().expect("the other task");
+    theirs.release().await.unwrap();
+
+    // After the release the task may take it again.
+    lock.try_lock().await.expect("free").release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_lost_lease_does_not_count_as_held() {
+    let path = format!("{PATH}/lost");
+    let client = new_client().await;
+    let lock = SemaphoreMutex::with_client(&client, &path);
+    let guard = lock.lock().await.unwrap();
+    let lost = guard.lost();
+    client.zookeeper().delete(guard.node_path(), None).await.unwrap();
+    tokio::time::timeout(PATIENCE, lost).await.expect("lost");
+    let again = lock.try_lock().await.expect("the lost lease neither excludes nor deadlocks");
+    assert!(matches!(guard.release().await, Err(Error::Lost { .. })));
+    again.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_timeout_leaves_no_node() {
+    let path = format!("{PATH}/timeout");
+    let (holder_client, contender_client) = (new_client().await, new_client().await);
+    let guard = SemaphoreMutex::with_client(&holder_client, &path).lock().await.unwrap();
+    let contender = SemaphoreMutex::with_client(&contender_client, &path);
+    assert!(matches!(
+        contender.lock_timeout(Duration::from_millis(200)).await,
+        Err(Error::Timeout { path: p, .. }) if p == path
+    ));
+    assert!(matches!(contender.try_lock().await, Err(Error::Busy { .. })));
+    assert_eq!(children(&contender_client, &format!("{path}/leases")).await.len(), 1);
+    assert!(children(&contender_client, &format!("{path}/locks")).await.is_empty());
+    drop(guard);
+    let guard = tokio::time::timeout(PATIENCE, contender.lock()).await.expect("free after the drop").unwrap();
+    guard.release().await.unwrap();
+}
