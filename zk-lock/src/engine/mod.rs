@@ -9,4 +9,4 @@ mod retry;
 
 pub(crate) use acquire::{acquire, Granted, LockSpec, Wait};
 pub(crate) use lease::{acquire_leases, LeaseLimit, LeaseSpec};
-pub(crate) use retry::{broke_connection, delete_with_retry, until_connected, Reconnects};
+pub(crate) use retry::{delete_with_retry, Reconnects};
