@@ -6,14 +6,26 @@ import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
+import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.framework.recipes.locks.RevocationListener;
+import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 
 /**
@@ -33,6 +45,8 @@ public final class CuratorPeer {
     private static final int CONNECTION_TIMEOUT_MS = 10_000;
     /** Bound for the initial connection; a peer that cannot connect must fail, not hang. */
     private static final int CONNECT_WAIT_SECONDS = 30;
+    /** Bound for waiting on something the test is expected to trigger, e.g. a revocation. */
+    private static final int EVENT_WAIT_SECONDS = 60;
 
     @FunctionalInterface
     private interface Command {
@@ -47,6 +61,15 @@ public final class CuratorPeer {
         COMMANDS.put("mutex-counter",
                 new Spec("<lock-path> <iterations> <counter-file>", 3, CuratorPeer::mutexCounter));
         COMMANDS.put("mutex-hold", new Spec("<lock-path>", 1, CuratorPeer::mutexHold));
+        COMMANDS.put("rw-counter", new Spec("<lock-path> <count> <counter-file> <reader|writer>", 4,
+                CuratorPeer::rwCounter));
+        COMMANDS.put("rw-hold", new Spec("<lock-path> <read|write>", 2, CuratorPeer::rwHold));
+        COMMANDS.put("revocable-hold",
+                new Spec("<lock-path> <mutex|read|write>", 2, CuratorPeer::revocableHold));
+        COMMANDS.put("revoke", new Spec("<lock-node-path>", 1, CuratorPeer::revoke));
+        COMMANDS.put("semaphore-holders",
+                new Spec("<semaphore-path> <max-leases> <iterations> <holders-dir>", 4,
+                        CuratorPeer::semaphoreHolders));
     }
 
     private final CuratorFramework client;
@@ -161,6 +184,203 @@ public final class CuratorPeer {
         peer.say("released");
     }
 
+    /**
+     * Shares a counter file through an {@link InterProcessReadWriteLock}.
+     *
+     * <p>A {@code writer} increments it {@code count} times under the write lock (read, sleep,
+     * write, as {@code mutex-counter}), printing {@code grant <i>} each time and {@code done
+     * <count>} at the end. A {@code reader} reads it under the read lock until it sees a value of
+     * at least {@code count}: twice per hold, with a sleep between; a change between the two reads
+     * means a writer held the lock at the same time, so it prints {@code violation <first>
+     * <second>} and fails. At the end it prints {@code done <reads> <distinct-values-seen>}.
+     */
+    private static void rwCounter(CuratorPeer peer, String[] args) throws Exception {
+        String lockPath = args[0];
+        int count = Integer.parseInt(args[1]);
+        Path counterFile = Path.of(args[2]);
+        InterProcessReadWriteLock lock = new InterProcessReadWriteLock(peer.client, lockPath);
+        switch (args[3]) {
+            case "writer" -> {
+                InterProcessMutex write = lock.writeLock();
+                for (int i = 1; i <= count; i++) {
+                    write.acquire();
+                    try {
+                        int value = readCounter(counterFile);
+                        Thread.sleep(1);
+                        writeCounter(counterFile, value + 1);
+                        peer.say("grant " + i);
+                    } finally {
+                        write.release();
+                    }
+                }
+                peer.say("done " + count);
+            }
+            case "reader" -> {
+                InterProcessMutex read = lock.readLock();
+                Set<Integer> seen = new TreeSet<>();
+                int reads = 0;
+                int value = 0;
+                while (value < count) {
+                    read.acquire();
+                    try {
+                        value = readCounter(counterFile);
+                        Thread.sleep(1);
+                        int again = readCounter(counterFile);
+                        if (again != value) {
+                            peer.say("violation " + value + " " + again);
+                            throw new IllegalStateException("the counter changed from " + value
+                                    + " to " + again + " while the read lock was held");
+                        }
+                    } finally {
+                        read.release();
+                    }
+                    reads++;
+                    seen.add(value);
+                }
+                peer.say("done " + reads + " " + seen.size());
+            }
+            default -> throw new IllegalArgumentException(
+                    "expected reader or writer, got " + args[3]);
+        }
+    }
+
+    /**
+     * Holds one side of an {@link InterProcessReadWriteLock} until the test sends {@code
+     * release}. Once granted it prints {@code held <node-name>}, then {@code children <names...>}:
+     * the lock's children as listed right after the grant, sorted by sequence, so the test can
+     * check that no conflicting holder was still there.
+     */
+    private static void rwHold(CuratorPeer peer, String[] args) throws Exception {
+        NamedReadWriteLock lock = new NamedReadWriteLock(peer.client, args[0]);
+        NamedLock side = lock.side(args[1]);
+        side.acquire();
+        try {
+            peer.say("held " + side.nodeName());
+            peer.say("children " + String.join(" ", peer.sortedChildren(args[0])));
+            peer.awaitLine("release");
+        } finally {
+            side.release();
+        }
+        peer.say("released");
+    }
+
+    /**
+     * Takes an {@link InterProcessMutex}, or one side of an {@link InterProcessReadWriteLock},
+     * made revocable first with {@code makeRevocable}, and holds it until revoked.
+     *
+     * <p>Prints {@code held <node-name>} once granted. The {@code RevocationListener} prints
+     * {@code revoked} and tells the holding thread to release (Curator only lets the thread that
+     * acquired release); the peer then prints {@code released}. Fails if no revocation comes
+     * within a minute.
+     */
+    private static void revocableHold(CuratorPeer peer, String[] args) throws Exception {
+        String lockPath = args[0];
+        NamedLock lock = switch (args[1]) {
+            case "mutex" -> new NamedMutex(peer.client, lockPath);
+            case "read", "write" -> new NamedReadWriteLock(peer.client, lockPath).side(args[1]);
+            default -> throw new IllegalArgumentException(
+                    "expected mutex, read or write, got " + args[1]);
+        };
+        CountDownLatch revoked = new CountDownLatch(1);
+        lock.makeRevocable(forLock -> {
+            if (revoked.getCount() > 0) {
+                peer.say("revoked");
+            }
+            revoked.countDown();
+        });
+        lock.acquire();
+        try {
+            peer.say("held " + lock.nodeName());
+            if (!revoked.await(EVENT_WAIT_SECONDS, TimeUnit.SECONDS)) {
+                throw new IllegalStateException(
+                        "not revoked within " + EVENT_WAIT_SECONDS + " s");
+            }
+        } finally {
+            lock.release();
+        }
+        peer.say("released");
+    }
+
+    /** Runs Curator's {@code Revoker.attemptRevoke} on a lock node; prints {@code revoke-sent}. */
+    private static void revoke(CuratorPeer peer, String[] args) throws Exception {
+        Revoker.attemptRevoke(peer.client, args[0]);
+        peer.say("revoke-sent");
+    }
+
+    /**
+     * Takes a lease of an {@link InterProcessSemaphoreV2} {@code iterations} times and proves
+     * that at most {@code max-leases} holders exist at once, through a directory shared with the
+     * other holders.
+     *
+     * <p>After acquiring, it creates its own file in {@code holders-dir} and counts the holders
+     * (see {@link #countHolders}); more than {@code max-leases} prints {@code violation <n>} and
+     * fails. It holds a few milliseconds, deletes its file, then returns the lease. It prints
+     * {@code grant <i> <holders>} each time and {@code done <iterations> <max-holders-seen>} at
+     * the end.
+     */
+    private static void semaphoreHolders(CuratorPeer peer, String[] args) throws Exception {
+        int maxLeases = Integer.parseInt(args[1]);
+        int iterations = Integer.parseInt(args[2]);
+        Path dir = Path.of(args[3]);
+        InterProcessSemaphoreV2 semaphore =
+                new InterProcessSemaphoreV2(peer.client, args[0], maxLeases);
+        String me = "java-" + ProcessHandle.current().pid() + "-";
+        int maxSeen = 0;
+        for (int i = 1; i <= iterations; i++) {
+            Lease lease = semaphore.acquire();
+            try {
+                Path mine = dir.resolve(me + i);
+                Files.createFile(mine);
+                try {
+                    int holders = countHolders(dir);
+                    maxSeen = Math.max(maxSeen, holders);
+                    if (holders > maxLeases) {
+                        peer.say("violation " + holders);
+                        throw new IllegalStateException(holders + " holders of a semaphore with "
+                                + maxLeases + " leases");
+                    }
+                    peer.say("grant " + i + " " + holders);
+                    Thread.sleep(5);
+                } finally {
+                    Files.delete(mine);
+                }
+            } finally {
+                semaphore.returnLease(lease);
+            }
+        }
+        peer.say("done " + iterations + " " + maxSeen);
+    }
+
+    /**
+     * The number of files in {@code dir} that all existed at one instant: listed, then checked
+     * again. Each holder's file has a unique name and exists during one interval; a file both
+     * listed and found afterwards existed from its listing to its check, and every listing comes
+     * before every check, so those files coexisted when the listing ended. A file deleted (and
+     * maybe replaced by another holder's) while the directory was being read is not counted, so
+     * a correct semaphore never shows more holders than leases.
+     */
+    private static int countHolders(Path dir) throws IOException {
+        List<Path> listed;
+        try (Stream<Path> entries = Files.list(dir)) {
+            listed = entries.toList();
+        }
+        int holders = 0;
+        for (Path file : listed) {
+            if (Files.exists(file)) {
+                holders++;
+            }
+        }
+        return holders;
+    }
+
+    /** The children of {@code path}, sorted by their sequence suffix as Curator sorts them. */
+    private List<String> sortedChildren(String path) throws Exception {
+        List<String> children = new ArrayList<>(client.getChildren().forPath(path));
+        Collections.sort(children,
+                (a, b) -> a.substring(a.length() - 10).compareTo(b.substring(b.length() - 10)));
+        return children;
+    }
+
     private static int readCounter(Path file) throws IOException {
         try {
             String text = Files.readString(file, StandardCharsets.UTF_8).trim();
@@ -177,16 +397,90 @@ public final class CuratorPeer {
                 StandardOpenOption.TRUNCATE_EXISTING);
     }
 
+    /** A Curator lock that names its held node, which Curator keeps behind a protected accessor. */
+    private interface NamedLock {
+        void acquire() throws Exception;
+
+        void release() throws Exception;
+
+        void makeRevocable(RevocationListener<InterProcessMutex> listener);
+
+        /** Last path segment of the lock node held by the calling thread. */
+        String nodeName();
+    }
+
+    private static String lastSegment(String path) {
+        return path == null ? "?" : path.substring(path.lastIndexOf('/') + 1);
+    }
+
     /** Exposes the held lock node, which Curator keeps behind a protected accessor. */
-    private static final class NamedMutex extends InterProcessMutex {
+    private static final class NamedMutex extends InterProcessMutex implements NamedLock {
         NamedMutex(CuratorFramework client, String path) {
             super(client, path);
         }
 
         /** Last path segment of the lock node held by the calling thread. */
-        String nodeName() {
-            String path = getLockPath();
-            return path == null ? "?" : path.substring(path.lastIndexOf('/') + 1);
+        @Override
+        public String nodeName() {
+            return lastSegment(getLockPath());
+        }
+    }
+
+    /**
+     * Curator's {@link InterProcessReadWriteLock}, built from its own public {@code WriteLock} and
+     * {@code ReadLock} exactly as its public constructor builds them, with the held nodes exposed.
+     */
+    private static final class NamedReadWriteLock extends InterProcessReadWriteLock {
+        private final NamedWriteLock write;
+        private final NamedReadLock read;
+
+        NamedReadWriteLock(CuratorFramework client, String path) {
+            this(client, path, new NamedWriteLock(client, path));
+        }
+
+        private NamedReadWriteLock(CuratorFramework client, String path, NamedWriteLock write) {
+            this(write, new NamedReadLock(client, path, write));
+        }
+
+        private NamedReadWriteLock(NamedWriteLock write, NamedReadLock read) {
+            super(write, read);
+            this.write = write;
+            this.read = read;
+        }
+
+        /** {@code read} or {@code write}. */
+        NamedLock side(String side) {
+            return switch (side) {
+                case "read" -> read;
+                case "write" -> write;
+                default -> throw new IllegalArgumentException(
+                        "expected read or write, got " + side);
+            };
+        }
+    }
+
+    private static final class NamedWriteLock extends InterProcessReadWriteLock.WriteLock
+            implements NamedLock {
+        NamedWriteLock(CuratorFramework client, String path) {
+            super(client, path, null);
+        }
+
+        @Override
+        public String nodeName() {
+            return lastSegment(getLockPath());
+        }
+    }
+
+    private static final class NamedReadLock extends InterProcessReadWriteLock.ReadLock
+            implements NamedLock {
+        NamedReadLock(CuratorFramework client, String path,
+                InterProcessReadWriteLock.WriteLock write) {
+            super(client, path, null, write);
+        }
+
+        @Override
+        public String nodeName() {
+            return lastSegment(getLockPath());
         }
     }
 }

@@ -274,3 +274,44 @@ impl JavaPeer {
         }
     }
 }
+
+/// A name no earlier run used (process id and clock), so a reused ZooKeeper or target directory
+/// cannot interfere.
+pub fn unique_name(name: &str) -> String {
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock after 1970").as_nanos();
+    format!("{name}-{}-{nanos}", std::process::id())
+}
+
+/// A new empty directory under the target's temporary directory, `<group>/<unique name>`, for
+/// files a test shares with its Java peers.
+pub fn scratch_dir(group: &str, name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(group).join(unique_name(name));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    dir
+}
+
+/// The last segment of a node path.
+pub fn node_name(node_path: &str) -> &str {
+    node_path.rsplit('/').next().expect("rsplit yields at least one item")
+}
+
+/// Checks Curator's protected lock node layout, `_c_<uuid>-<lock_name><10 digits>` (`lock-` for
+/// `InterProcessMutex`, `__READ__` and `__WRIT__` for `InterProcessReadWriteLock`, `lease-` for
+/// `InterProcessSemaphoreV2` leases), and returns the sequence number.
+pub fn curator_sequence(name: &str, lock_name: &str) -> u64 {
+    let fail = |why: &str| -> ! { panic!("{name:?} is not `_c_<uuid>-{lock_name}<10 digits>`: {why}") };
+    let Some(rest) = name.strip_prefix("_c_") else { fail("no `_c_` prefix") };
+    let Some((uuid, sequence)) = rest.split_once(&format!("-{lock_name}")) else { fail("no lock name") };
+    let groups: Vec<&str> = uuid.split('-').collect();
+    if groups.iter().map(|group| group.len()).collect::<Vec<_>>() != [8, 4, 4, 4, 12] {
+        fail("the uuid is not 8-4-4-4-12");
+    }
+    if !groups.iter().all(|group| group.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())) {
+        fail("the uuid is not lowercase hex");
+    }
+    if sequence.len() != 10 || !sequence.bytes().all(|b| b.is_ascii_digit()) {
+        fail("the sequence is not 10 digits");
+    }
+    sequence.parse().expect("10 digits fit in u64")
+}
