@@ -193,3 +193,30 @@ async fn timed_out_reads_and_writes_leave_no_node() {
     assert_eq!(children(&holder, &path).await.len(), 1);
     write.release().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_and_writes_dropped_at_random_points_leave_no_node() {
+    let path = format!("{PATH}/cancel");
+    let client = new_client().await;
+    let mut rng = support::zk::Rng::from_time();
+    for round in 0..40 {
+        // A writer holds in half the rounds, so the dropped acquisitions are waiting there.
+        let holder =
+            if round % 2 == 0 { Some(RwLock::with_client(&client, &path).write().await.unwrap()) } else { None };
+        let (contender, path) = (client.clone(), path.clone());
+        let write = round % 4 < 2;
+        let acquire = tokio::spawn(async move {
+            let lock = RwLock::with_client(&contender, &path);
+            if write {
+                lock.write().await.map(drop)
+            } else {
+                lock.read().await.map(drop)
+            }
+        });
+        tokio::time::sleep(Duration::from_micros(rng.below(3_000))).await;
+        acquire.abort();
+        let _ = acquire.await;
+        drop(holder);
+    }
+    wait_for_children(&client, &path, |c| c.is_empty()).await;
+}
