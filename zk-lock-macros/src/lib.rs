@@ -1,4 +1,132 @@
-//! Attribute macros for [`zk-lock`](https://docs.rs/zk-lock).
+//! Attribute macros for [`zk-lock`](https://docs.rs/zk-lock): `#[zk_lock]`, `#[zk_read_lock]`,
+//! `#[zk_write_lock]`, `#[zk_semaphore]` and `#[zk_multi_lock]`.
 //!
-//! This crate is re-exported by `zk-lock`; depend on `zk-lock` instead. The attributes
-//! (`#[zk_lock]`, `#[zk_read_lock]`, ...) arrive with the macros milestone.
+//! This crate is re-exported by `zk-lock`; depend on `zk-lock` and write `use zk_lock::zk_lock;`.
+//! The code the attributes generate calls `zk_lock::__private`, which is not public API, so the
+//! two crates are released together (`zk-lock` pins this crate with `=x.y.z`). `zk-lock`'s crate
+//! documentation shows what an attribute expands to.
+//!
+//! Each attribute goes through three stages: the arguments are parsed into a typed configuration
+//! (`args`, with the `template` and `duration` parsers), checked against the function
+//! (`validate`), and the function is regenerated around its body (`expand`). Every problem is a
+//! compile error at the token that causes it, and the function is still emitted unchanged, so a
+//! mistake shows up as one error and not as a cascade.
+
+mod args;
+mod duration;
+mod expand;
+mod template;
+mod validate;
+
+use proc_macro::TokenStream;
+
+use crate::args::Kind;
+
+/// Runs an `async fn` while holding a distributed mutex (`zk_lock::Mutex`, Curator's
+/// `InterProcessMutex`).
+///
+/// ```text
+/// #[zk_lock(path = "/product_<id>", timeout = "5s")]
+/// async fn reduce_stock(db: &Db, id: u64) -> Result<(), AppError> {
+///     // runs while this process holds `/product_<id>`, in this process and every other one
+/// }
+/// ```
+///
+/// # Arguments
+///
+/// - `path = "<template>"` (required): the lock path. `<name>` placeholders are replaced by the
+///   `Display` of a parameter, of a binding in a parameter pattern (`Path(id): Path<u64>`), of
+///   `self`, or of a field of one of them (`<req.user_id>`, `<self.shard>`). A rendered value that
+///   would change the shape of the path (empty, `.`, `..`, containing `/` or control
+///   characters) makes the call fail with `Error::InvalidPath`, never take another lock.
+/// - `timeout = "<duration>"`: how long to wait for the lock, like `"5s"`, `"250ms"` or
+///   `"1m30s"`; then the call returns `Error::Timeout`. `"0s"` tries once and returns
+///   `Error::Busy` if the lock is held. Without it the client's default applies (none unless
+///   configured: wait as long as it takes).
+/// - `client = "<name>"`: the client installed with `ClientBuilder::install_as("<name>")`
+///   instead of the default one.
+/// - `guard = <ident>`: binds a reference to the guard in the body, for
+///   `<ident>.fencing_token()`.
+/// - `on_lost = "abort" | "ignore"`: with `"abort"` (the default) the body is dropped as soon
+///   as the lock is lost (session expiry, node deleted) and the call returns `Error::Lost`;
+///   `"ignore"` lets the body finish.
+///
+/// # Requirements
+///
+/// The function must be an `async fn` returning `Result<_, E>` (or an alias such as
+/// `anyhow::Result<T>`) where `E: From<zk_lock::Error>`. Free functions, methods with any
+/// receiver, trait-impl methods, generics, `where` clauses and `impl Trait` are all fine.
+///
+/// The lock is re-entrant per tokio task: an annotated function calling another one with the
+/// same rendered path (and client) in the same task holds the lock once, without deadlock.
+#[proc_macro_attribute]
+pub fn zk_lock(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::attribute(Kind::Mutex, args.into(), item.into()).into()
+}
+
+/// Runs an `async fn` while holding the read side of a distributed read/write lock
+/// (`zk_lock::RwLock`, Curator's `InterProcessReadWriteLock`): readers share it, writers wait.
+///
+/// Takes the same arguments as [`zk_lock`](macro@zk_lock). A task that holds the write lock
+/// may take the read lock of the same path (a downgrade); the reverse is `Error::WouldDeadlock`.
+///
+/// ```text
+/// #[zk_read_lock(path = "/catalog/<sku>")]
+/// async fn read_price(sku: &str) -> Result<Price, AppError> { /* .. */ }
+/// ```
+#[proc_macro_attribute]
+pub fn zk_read_lock(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::attribute(Kind::Read, args.into(), item.into()).into()
+}
+
+/// Runs an `async fn` while holding the write side of a distributed read/write lock
+/// (`zk_lock::RwLock`): nobody else reads or writes meanwhile.
+///
+/// Takes the same arguments as [`zk_lock`](macro@zk_lock).
+///
+/// ```text
+/// #[zk_write_lock(path = "/catalog/<sku>")]
+/// async fn set_price(sku: &str, price: Price) -> Result<(), AppError> { /* .. */ }
+/// ```
+#[proc_macro_attribute]
+pub fn zk_write_lock(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::attribute(Kind::Write, args.into(), item.into()).into()
+}
+
+/// Runs an `async fn` while holding one of `permits` leases of a distributed semaphore
+/// (`zk_lock::Semaphore`, Curator's `InterProcessSemaphoreV2`).
+///
+/// Takes the arguments of [`zk_lock`](macro@zk_lock), plus `permits = N` (at least 1, default
+/// 1): how many calls may run at once, across all processes. Every user of a path must give the
+/// same number. With `guard = g`, `g` is the lease (`zk_lock::SemaphorePermit`).
+///
+/// Leases are not re-entrant: a nested annotated call on the same path in the same task takes a
+/// lease of its own. With one permit (the default) that would wait for itself, so the lock is a
+/// `zk_lock::SemaphoreMutex` (Curator's `InterProcessSemaphoreMutex`, the same nodes) and the
+/// nested call fails at once with `Error::WouldDeadlock`; `g` is then a `SemaphoreMutexGuard`.
+///
+/// ```text
+/// #[zk_semaphore(path = "/workers/transcode", permits = 4)]
+/// async fn transcode(job: Job) -> Result<(), AppError> { /* .. */ }
+/// ```
+#[proc_macro_attribute]
+pub fn zk_semaphore(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::attribute(Kind::Semaphore, args.into(), item.into()).into()
+}
+
+/// Runs an `async fn` while holding several distributed mutexes at once (`zk_lock::MultiLock`,
+/// Curator's `InterProcessMultiLock`): all of them or none.
+///
+/// Takes `paths = ["<template>", ..]` instead of `path`, and otherwise the arguments of
+/// [`zk_lock`](macro@zk_lock). The rendered paths are sorted and de-duplicated before any lock
+/// is taken, so two calls naming the same locks in different orders cannot deadlock. With
+/// `guard = g`, `g.fencing_token()` is the largest token of the locks.
+///
+/// ```text
+/// #[zk_multi_lock(paths = ["/account_<from>", "/account_<to>"])]
+/// async fn transfer(from: u64, to: u64, amount: u64) -> Result<(), AppError> { /* .. */ }
+/// ```
+#[proc_macro_attribute]
+pub fn zk_multi_lock(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::attribute(Kind::Multi, args.into(), item.into()).into()
+}

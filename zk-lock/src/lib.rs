@@ -14,7 +14,90 @@
 //! - The registry ([`connect`], [`ClientBuilder`], [`default_client`], [`named_client`]) keeps
 //!   one client per name and opens a new session after an expiry.
 //! - Guards report loss ([`MutexGuard::lost`]) and carry a fencing token.
-//! - [`testing`] (feature `testing`) starts real ZooKeeper servers for tests.
+//! - `zk_lock::testing` (feature `testing`) starts real ZooKeeper servers for tests.
+//!
+//! # Expansion
+//!
+//! The attributes ([`zk_lock`](macro@zk_lock), [`zk_read_lock`](macro@zk_read_lock),
+//! [`zk_write_lock`](macro@zk_write_lock), [`zk_semaphore`](macro@zk_semaphore),
+//! [`zk_multi_lock`](macro@zk_multi_lock)) keep the function's signature and run its body while
+//! the lock is held. This function:
+//!
+//! ```no_run
+//! # use zk_lock::zk_lock;
+//! # struct Db;
+//! # impl Db { async fn reduce(&self, _: u64, _: i64) -> Result<(), AppError> { Ok(()) } }
+//! # #[derive(Debug)] struct AppError;
+//! # impl From<zk_lock::Error> for AppError { fn from(_: zk_lock::Error) -> Self { AppError } }
+//! #[zk_lock(path = "/product_<id>", timeout = "5s", guard = g)]
+//! async fn reduce_stock(db: &Db, id: u64) -> Result<(), AppError> {
+//!     db.reduce(id, g.fencing_token()).await
+//! }
+//! ```
+//!
+//! expands to this (formatted; a unit test of `zk-lock-macros` checks that it is the real output):
+//!
+//! ```no_run
+//! # struct Db;
+//! # impl Db { async fn reduce(&self, _: u64, _: i64) -> Result<(), AppError> { Ok(()) } }
+//! # #[derive(Debug)] struct AppError;
+//! # impl From<zk_lock::Error> for AppError { fn from(_: zk_lock::Error) -> Self { AppError } }
+//! async fn reduce_stock(db: &Db, id: u64) -> Result<(), AppError> {
+//!     let __zk_lock_path =
+//!         ::zk_lock::__private::Template::new().lit("/product_").value("id", &id).finish();
+//!     let __zk_lock_outcome =
+//!         match ::zk_lock::__private::Lock::new().timeout(5, 0).mutex(__zk_lock_path).await {
+//!             ::core::result::Result::Ok(__zk_lock_guard) => {
+//!                 let g = &__zk_lock_guard;
+//!                 let __zk_lock_body = async move {
+//!                     #[allow(unreachable_code)]
+//!                     if let ::core::option::Option::Some(__zk_lock_ret) =
+//!                         ::core::option::Option::None::<Result<(), AppError>>
+//!                     {
+//!                         return __zk_lock_ret;
+//!                     }
+//!                     {
+//!                         db.reduce(id, g.fencing_token()).await
+//!                     }
+//!                 };
+//!                 let __zk_lock_outcome =
+//!                     ::zk_lock::__private::abort_on_lost(&__zk_lock_guard, __zk_lock_body).await;
+//!                 ::core::mem::drop(__zk_lock_guard);
+//!                 __zk_lock_outcome
+//!             }
+//!             ::core::result::Result::Err(__zk_lock_error) =>
+//!                 ::core::result::Result::Err(__zk_lock_error),
+//!         };
+//!     match __zk_lock_outcome {
+//!         ::core::result::Result::Ok(__zk_lock_ret) => __zk_lock_ret,
+//!         ::core::result::Result::Err(__zk_lock_error) =>
+//!             ::zk_lock::__private::lock_error(__zk_lock_error),
+//!     }
+//! }
+//! ```
+//!
+//! Step by step:
+//!
+//! 1. The path is rendered from the parameters with `Display` before anything else. A value that
+//!    would change the shape of the path (empty, `.`, `..`, containing `/` or control characters)
+//!    makes the call return [`Error::InvalidPath`]; it never selects another lock.
+//! 2. The lock is taken with the client and timeout of the arguments (here the default client and
+//!    five seconds). Mutexes and read/write locks are re-entrant per tokio task: an annotated
+//!    function called from inside another one with the same path holds the same node. A
+//!    one-permit `#[zk_semaphore]` is not, and refuses such a call with [`Error::WouldDeadlock`].
+//! 3. The body runs as an `async move` block. The `if let` before it pins the block's output to the
+//!    declared return type, so `?` and `return` in the body mean exactly what they meant in the
+//!    function. `guard = g` binds a reference to the guard; the `__zk_lock_` locals have mixed-site
+//!    hygiene, so the body cannot name them.
+//! 4. With `on_lost = "abort"` (the default), the body is raced against the guard's
+//!    [`lost()`](MutexGuard::lost): if the lock is lost first, the body is dropped where it is
+//!    waiting and the call returns [`Error::Lost`]. `on_lost = "ignore"` awaits the body alone.
+//! 5. Dropping the guard sends the delete request before the function returns; its reply is
+//!    awaited in the background, so an uncontended call costs one round trip. Cancelling the call
+//!    or a panic in the body drops the guard the same way.
+//! 6. A failure to take or keep the lock becomes the function's error through
+//!    `From<zk_lock::Error>`. That conversion is located at the error type in the signature, which
+//!    is where the compiler reports a missing `From` implementation.
 
 mod background;
 mod client;
@@ -57,3 +140,4 @@ pub use rwlock::*;
 pub use semaphore::*;
 pub use semaphore_mutex::*;
 pub use shared_count::*;
+pub use zk_lock_macros::{zk_lock, zk_multi_lock, zk_read_lock, zk_semaphore, zk_write_lock};

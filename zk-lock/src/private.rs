@@ -1,1 +1,406 @@
 //! Support for the code the attributes generate. Not public API: no semver promises.
+//!
+//! An annotated function renders its path (`Template`, `paths`), acquires the lock with `Lock`,
+//! runs its body with `abort_on_lost` or `ignore_lost`, and drops the guard: the delete request
+//! is sent before the function returns and its reply awaited in the background. Dropping the
+//! function's future at any point (cancellation, panic) drops the guard the same way. A failure
+//! to take or keep the lock becomes the function's error through `lock_error`. The crate docs
+//! show a whole expansion.
+
+use std::fmt::{self, Display, Write as _};
+use std::future::Future;
+use std::ops::Range;
+use std::pin::pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::multi_lock::{MultiGuard, MultiLock};
+use crate::mutex::{Mutex, MutexGuard};
+use crate::path::validate_rendered_value;
+use crate::registry::named_client;
+use crate::rwlock::{ReadGuard, RwLock, WriteGuard};
+use crate::semaphore::{Semaphore, SemaphorePermit};
+use crate::semaphore_mutex::{SemaphoreMutex, SemaphoreMutexGuard};
+
+/// A value rendered into a lock path template: anything with [`Display`].
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be rendered into a lock path: it does not implement `Display`",
+    label = "a placeholder of this path is rendered with `Display`",
+    note = "implement `Display` for `{Self}`, or name a field that has it, like `<req.user_id>`"
+)]
+pub trait PathValue {
+    /// Appends the value to `out`.
+    ///
+    /// # Errors
+    ///
+    /// When the `Display` implementation fails.
+    fn render(&self, out: &mut String) -> fmt::Result;
+}
+
+impl<T: Display + ?Sized> PathValue for T {
+    fn render(&self, out: &mut String) -> fmt::Result {
+        write!(out, "{self}")
+    }
+}
+
+/// A lock path being rendered from a template such as `/product_<id>`.
+#[derive(Debug, Default)]
+pub struct Template {
+    path: String,
+    /// Each placeholder with the bytes of `path` its value took.
+    values: Vec<(&'static str, Range<usize>)>,
+    /// A `Display` implementation failed: the placeholder.
+    failed: Option<&'static str>,
+}
+
+impl Template {
+    /// An empty path.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends literal text of the template.
+    #[must_use]
+    pub fn lit(mut self, text: &'static str) -> Self {
+        self.path.push_str(text);
+        self
+    }
+
+    /// Appends the value of the placeholder `<name>`.
+    #[must_use]
+    pub fn value<T: PathValue + ?Sized>(mut self, name: &'static str, value: &T) -> Self {
+        let start = self.path.len();
+        if value.render(&mut self.path).is_err() {
+            self.failed.get_or_insert(name);
+        }
+        self.values.push((name, start..self.path.len()));
+        self
+    }
+
+    /// The rendered path.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidPath`] if a value would change the shape of the path (empty, `.`, `..`,
+    /// containing `/` or characters ZooKeeper rejects), or its `Display` failed. The whole path is
+    /// checked again when the lock is taken.
+    pub fn finish(self) -> Result<String> {
+        if let Some(name) = self.failed {
+            return Err(Error::invalid_path(
+                &self.path,
+                format!("the `Display` implementation of the value of `<{name}>` returned an error"),
+            ));
+        }
+        for (name, range) in &self.values {
+            validate_rendered_value(&self.path, name, &self.path[range.clone()])?;
+        }
+        Ok(self.path)
+    }
+}
+
+/// The rendered paths of `#[zk_multi_lock]`, or the first error.
+///
+/// # Errors
+///
+/// The first error of the templates.
+pub fn paths<const N: usize>(paths: [Result<String>; N]) -> Result<Vec<String>> {
+    paths.into_iter().collect()
+}
+
+/// How an annotated function takes its lock: which client, how patiently.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Lock {
+    client: Option<&'static str>,
+    timeout: Option<Duration>,
+}
+
+impl Lock {
+    /// The default client and timeout.
+    #[must_use]
+    pub const fn new() -> Self {
+        Self { client: None, timeout: None }
+    }
+
+    /// `client = "name"`.
+    #[must_use]
+    pub const fn client(mut self, name: &'static str) -> Self {
+        self.client = Some(name);
+        self
+    }
+
+    /// `timeout = ".."`, as whole seconds and nanoseconds.
+    #[must_use]
+    pub const fn timeout(mut self, secs: u64, nanos: u32) -> Self {
+        self.timeout = Some(Duration::new(secs, nanos));
+        self
+    }
+
+    fn client_and<T>(self, path: Result<T>) -> Result<(Option<crate::Client>, T)> {
+        let path = path?;
+        let client = self.client.map(named_client).transpose()?;
+        Ok((client, path))
+    }
+
+    /// `#[zk_lock]`.
+    ///
+    /// # Errors
+    ///
+    /// The rendering error, or as [`Mutex::lock`].
+    pub async fn mutex(self, path: Result<String>) -> Result<MutexGuard> {
+        let (client, path) = self.client_and(path)?;
+        let mutex = match &client {
+            Some(client) => Mutex::with_client(client, path),
+            None => Mutex::new(path),
+        };
+        match self.timeout {
+            Some(timeout) => mutex.lock_timeout(timeout).await,
+            None => mutex.lock().await,
+        }
+    }
+
+    fn rwlock(self, path: Result<String>) -> Result<RwLock> {
+        let (client, path) = self.client_and(path)?;
+        Ok(match &client {
+            Some(client) => RwLock::with_client(client, path),
+            None => RwLock::new(path),
+        })
+    }
+
+    /// `#[zk_read_lock]`.
+    ///
+    /// # Errors
+    ///
+    /// The rendering error, or as [`RwLock::read`].
+    pub async fn read(self, path: Result<String>) -> Result<ReadGuard> {
+        let lock = self.rwlock(path)?;
+        match self.timeout {
+            Some(timeout) => lock.read_timeout(timeout).await,
+            None => lock.read().await,
+        }
+    }
+
+    /// `#[zk_write_lock]`.
+    ///
+    /// # Errors
+    ///
+    /// The rendering error, or as [`RwLock::write`].
+    pub async fn write(self, path: Result<String>) -> Result<WriteGuard> {
+        let lock = self.rwlock(path)?;
+        match self.timeout {
+            Some(timeout) => lock.write_timeout(timeout).await,
+            None => lock.write().await,
+        }
+    }
+
+    /// `#[zk_semaphore(permits = N)]` with `N > 1`: one lease of `N`.
+    ///
+    /// # Errors
+    ///
+    /// The rendering error, or as [`Semaphore::acquire`].
+    pub async fn semaphore(self, path: Result<String>, permits: u32) -> Result<SemaphorePermit> {
+        let (client, path) = self.client_and(path)?;
+        let semaphore = match &client {
+            Some(client) => Semaphore::with_client(client, path, permits),
+            None => Semaphore::new(path, permits),
+        };
+        match self.timeout {
+            Some(timeout) => semaphore.acquire_timeout(timeout).await,
+            None => semaphore.acquire().await,
+        }
+    }
+
+    /// `#[zk_semaphore]` with one permit: the lease of a [`SemaphoreMutex`], so that a nested
+    /// call in the same task fails at once instead of waiting for itself.
+    ///
+    /// # Errors
+    ///
+    /// The rendering error, or as [`SemaphoreMutex::lock`].
+    pub async fn semaphore_mutex(self, path: Result<String>) -> Result<SemaphoreMutexGuard> {
+        let (client, path) = self.client_and(path)?;
+        let lock = match &client {
+            Some(client) => SemaphoreMutex::with_client(client, path),
+            None => SemaphoreMutex::new(path),
+        };
+        match self.timeout {
+            Some(timeout) => lock.lock_timeout(timeout).await,
+            None => lock.lock().await,
+        }
+    }
+
+    /// `#[zk_multi_lock]`.
+    ///
+    /// # Errors
+    ///
+    /// The first rendering error, or as [`MultiLock::lock`].
+    pub async fn multi(self, paths: Result<Vec<String>>) -> Result<MultiGuard> {
+        let (client, paths) = self.client_and(paths)?;
+        let lock = match &client {
+            Some(client) => MultiLock::with_client(client, paths),
+            None => MultiLock::new(paths),
+        };
+        match self.timeout {
+            Some(timeout) => lock.lock_timeout(timeout).await,
+            None => lock.lock().await,
+        }
+    }
+}
+
+/// A failure to take (or keep) the lock, as the annotated function's return value: `Err`
+/// with the function's own error type.
+pub fn lock_error<T, E: LockError>(error: Error) -> core::result::Result<T, E> {
+    Err(E::lock_error(error))
+}
+
+/// The error type of an annotated function: anything [`Error`] converts into.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot hold the lock's errors: it does not implement `From<zk_lock::Error>`",
+    label = "the error type of this return type needs `From<zk_lock::Error>`",
+    note = "the function returns `zk_lock::Error` (`Busy`, `Timeout`, `Lost`, ...) through its own error type: implement `From<zk_lock::Error>` for `{Self}` (with thiserror, a `#[from] zk_lock::Error` variant), or return `zk_lock::Result<T>` or `anyhow::Result<T>`"
+)]
+pub trait LockError {
+    /// `error` as this type.
+    fn lock_error(error: Error) -> Self;
+}
+
+impl<E: From<Error>> LockError for E {
+    fn lock_error(error: Error) -> Self {
+        E::from(error)
+    }
+}
+
+/// A guard an annotated function holds while its body runs.
+pub trait Held {
+    /// Resolves with [`Error::Lost`] when the lock is lost; never, if it is released first.
+    fn lost_error(&self) -> impl Future<Output = Error> + Send + 'static;
+}
+
+macro_rules! held_through_lost {
+    ($($guard:ty),*) => {$(
+        impl Held for $guard {
+            fn lost_error(&self) -> impl Future<Output = Error> + Send + 'static {
+                let (path, lost) = (self.path().to_owned(), self.lost());
+                async move { Error::Lost { path, reason: lost.await } }
+            }
+        }
+    )*};
+}
+
+held_through_lost!(MutexGuard, ReadGuard, WriteGuard, SemaphorePermit, SemaphoreMutexGuard);
+
+impl Held for MultiGuard {
+    fn lost_error(&self) -> impl Future<Output = Error> + Send + 'static {
+        let lost = self.lost();
+        async move {
+            let (path, reason) = lost.await;
+            Error::Lost { path, reason }
+        }
+    }
+}
+
+/// `on_lost = "abort"`: runs `body` until it finishes or the lock is lost, whichever is first.
+/// On a loss the body is dropped, mid-flight, and the result is [`Error::Lost`]; when both
+/// happen at once the finished body wins.
+///
+/// # Errors
+///
+/// [`Error::Lost`] if the lock was lost before the body finished.
+pub fn abort_on_lost<G: Held, F: Future>(
+    guard: &G,
+    body: F,
+) -> impl Future<Output = Result<F::Output>> + use<'_, G, F> {
+    let lost = guard.lost_error();
+    async move {
+        let mut body = pin!(body);
+        let mut lost = pin!(lost);
+        std::future::poll_fn(move |cx| {
+            if let Poll::Ready(output) = body.as_mut().poll(cx) {
+                return Poll::Ready(Ok(output));
+            }
+            lost.as_mut().poll(cx).map(Err)
+        })
+        .await
+    }
+}
+
+/// `on_lost = "ignore"`: runs `body` to the end.
+///
+/// # Errors
+///
+/// Never; the `Result` matches [`abort_on_lost`].
+pub async fn ignore_lost<F: Future>(body: F) -> Result<F::Output> {
+    Ok(body.await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_values_with_display() {
+        let path = Template::new().lit("/product_").value("id", &42).lit("/").value("name", "äpfel").finish();
+        assert_eq!(path.unwrap(), "/product_42/äpfel");
+    }
+
+    #[test]
+    fn values_cannot_change_the_shape_of_the_path() {
+        for bad in ["", ".", "..", "a/b", "x\ny"] {
+            match Template::new().lit("/p/").value("id", bad).finish() {
+                Err(Error::InvalidPath { path, reason }) => {
+                    assert_eq!(path, format!("/p/{bad}"));
+                    assert!(reason.contains("`<id>`"), "{reason}");
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_failing_display_is_an_invalid_path() {
+        struct Broken;
+        impl Display for Broken {
+            fn fmt(&self, _: &mut fmt::Formatter<'_>) -> fmt::Result {
+                Err(fmt::Error)
+            }
+        }
+        let error = Template::new().lit("/p/").value("b", &Broken).finish().unwrap_err();
+        assert!(matches!(&error, Error::InvalidPath { reason, .. } if reason.contains("`<b>`")), "{error}");
+    }
+
+    #[test]
+    fn several_paths_keep_their_order_or_fail_with_the_first_error() {
+        let ok = paths([Template::new().lit("/b").finish(), Template::new().lit("/a").finish()]);
+        assert_eq!(ok.unwrap(), ["/b", "/a"]);
+        let bad = paths([Template::new().lit("/a/").value("x", "").finish(), Template::new().lit("/b").finish()]);
+        assert!(matches!(bad, Err(Error::InvalidPath { .. })));
+    }
+
+    #[tokio::test]
+    async fn a_finished_body_wins_and_a_loss_drops_the_body() {
+        struct NeverLost;
+        impl Held for NeverLost {
+            fn lost_error(&self) -> impl Future<Output = Error> + Send + 'static {
+                std::future::pending()
+            }
+        }
+        struct AlreadyLost;
+        impl Held for AlreadyLost {
+            fn lost_error(&self) -> impl Future<Output = Error> + Send + 'static {
+                std::future::ready(Error::Lost { path: "/x".into(), reason: crate::LostReason::NodeDeleted })
+            }
+        }
+        assert_eq!(abort_on_lost(&NeverLost, async { 7 }).await, Ok(7));
+        assert_eq!(abort_on_lost(&AlreadyLost, async { 7 }).await, Ok(7), "a body ready at once finishes");
+        let dropped = std::sync::Arc::new(());
+        let witness = dropped.clone();
+        let outcome = abort_on_lost(&AlreadyLost, async move {
+            let _witness = witness;
+            std::future::pending::<()>().await;
+        })
+        .await;
+        assert!(matches!(outcome, Err(Error::Lost { .. })));
+        assert_eq!(std::sync::Arc::strong_count(&dropped), 1, "the body was dropped");
+        assert_eq!(ignore_lost(async { 3 }).await, Ok(3));
+    }
+}

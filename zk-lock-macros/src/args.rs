@@ -1,0 +1,314 @@
+//! The arguments of an attribute, parsed into a typed configuration.
+//!
+//! Every problem is reported at the token that causes it; problems with different arguments
+//! are all collected, so one compile shows them together.
+
+use std::time::Duration;
+
+use proc_macro2::{Span, TokenStream};
+use syn::ext::IdentExt;
+use syn::parse::{ParseStream, Parser};
+use syn::{Expr, ExprLit, Ident, Lit, LitStr, Token};
+
+use crate::duration;
+use crate::template::{self, Template};
+
+/// Which attribute is expanded: one per recipe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Mutex,
+    Read,
+    Write,
+    Semaphore,
+    Multi,
+}
+
+impl Kind {
+    /// The attribute's name, as written by users.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Mutex => "zk_lock",
+            Self::Read => "zk_read_lock",
+            Self::Write => "zk_write_lock",
+            Self::Semaphore => "zk_semaphore",
+            Self::Multi => "zk_multi_lock",
+        }
+    }
+
+    /// `#[zk_lock]`, for messages.
+    pub fn shown(self) -> String {
+        format!("`#[{}]`", self.name())
+    }
+
+    /// The arguments this attribute accepts, in the order the documentation gives them.
+    fn keys(self) -> &'static [&'static str] {
+        match self {
+            Self::Mutex | Self::Read | Self::Write => &["path", "timeout", "client", "guard", "on_lost"],
+            Self::Semaphore => &["path", "permits", "timeout", "client", "guard", "on_lost"],
+            Self::Multi => &["paths", "timeout", "client", "guard", "on_lost"],
+        }
+    }
+
+    fn path_key(self) -> &'static str {
+        match self {
+            Self::Multi => "paths",
+            _ => "path",
+        }
+    }
+
+    fn example(self) -> &'static str {
+        match self {
+            Self::Multi => "paths = [\"/accounts/<from>\", \"/accounts/<to>\"]",
+            Self::Semaphore => "path = \"/workers/transcode\", permits = 4",
+            _ => "path = \"/locks/orders\"",
+        }
+    }
+}
+
+/// What to do when the lock is lost while the body runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum OnLost {
+    /// Drop the body and return `Error::Lost`.
+    #[default]
+    Abort,
+    /// Let the body finish.
+    Ignore,
+}
+
+/// A lock path template with the literal it was written as (errors about it point there).
+pub(crate) struct PathArg {
+    pub literal: LitStr,
+    pub template: Template,
+}
+
+/// The typed arguments of one attribute.
+pub(crate) struct Args {
+    pub kind: Kind,
+    /// One template, or several for `#[zk_multi_lock]`.
+    pub paths: Vec<PathArg>,
+    pub timeout: Option<Duration>,
+    pub client: Option<LitStr>,
+    pub guard: Option<Ident>,
+    pub on_lost: OnLost,
+    /// `#[zk_semaphore]` only: at least 1.
+    pub permits: Option<u32>,
+}
+
+impl Args {
+    fn empty(kind: Kind) -> Self {
+        Self {
+            kind,
+            paths: Vec::new(),
+            timeout: None,
+            client: None,
+            guard: None,
+            on_lost: OnLost::Abort,
+            permits: None,
+        }
+    }
+}
+
+/// Collects errors, combining them into one `syn::Error`.
+#[derive(Default)]
+pub(crate) struct Errors(Option<syn::Error>);
+
+impl Errors {
+    pub fn push(&mut self, error: syn::Error) {
+        match &mut self.0 {
+            Some(errors) => errors.combine(error),
+            None => self.0 = Some(error),
+        }
+    }
+
+    pub fn at(&mut self, span: Span, message: impl std::fmt::Display) {
+        self.push(syn::Error::new(span, message));
+    }
+
+    pub fn into_result(self) -> syn::Result<()> {
+        self.0.map_or(Ok(()), Err)
+    }
+}
+
+/// Parses the arguments of `kind`'s attribute. Problems with values are collected, so every
+/// argument is checked; a syntax error stops the parse. The arguments that were understood are
+/// returned along with the errors, so the function can still be checked against them.
+pub(crate) fn parse(kind: Kind, tokens: TokenStream) -> (Args, Errors) {
+    let mut errors = Errors::default();
+    let mut args = Args::empty(kind);
+    let parsed = (|input: ParseStream| parse_pairs(&mut args, input, &mut errors)).parse2(tokens);
+    if let Err(syntax) = parsed {
+        errors.push(syntax);
+    }
+    (args, errors)
+}
+
+fn parse_pairs(args: &mut Args, input: ParseStream, errors: &mut Errors) -> syn::Result<()> {
+    let kind = args.kind;
+    // A misspelt path argument is reported once, as unknown, not also as missing.
+    let mut unknown = false;
+    let mut seen: Vec<String> = Vec::new();
+    while !input.is_empty() {
+        if input.peek(LitStr) {
+            let literal: LitStr = input.parse()?;
+            return Err(syn::Error::new(
+                literal.span(),
+                format!(
+                    "arguments of {} are `name = value` pairs; write `{} = {:?}`",
+                    kind.shown(),
+                    kind.path_key(),
+                    literal.value()
+                ),
+            ));
+        }
+        let key = input.call(Ident::parse_any)?;
+        let name = key.unraw().to_string();
+        if !input.peek(Token![=]) {
+            let example = match name.as_str() {
+                "timeout" => "timeout = \"5s\"".to_owned(),
+                "client" => "client = \"orders\"".to_owned(),
+                "guard" => "guard = g".to_owned(),
+                "on_lost" => "on_lost = \"ignore\"".to_owned(),
+                "permits" => "permits = 4".to_owned(),
+                _ => kind.example().to_owned(),
+            };
+            return Err(syn::Error::new(key.span(), format!("expected `=` after `{name}`, like `{example}`")));
+        }
+        input.parse::<Token![=]>()?;
+        let value: Expr = input.parse()?;
+        if !input.is_empty() {
+            input.parse::<Token![,]>()?;
+        }
+
+        if !kind.keys().contains(&name.as_str()) {
+            let expected = kind.keys().iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+            errors.at(key.span(), format!("unknown argument `{name}` in {}; expected one of {expected}", kind.shown()));
+            unknown = true;
+            continue;
+        }
+        if seen.contains(&name) {
+            errors.at(key.span(), format!("duplicate argument `{name}` in {}; give each argument once", kind.shown()));
+            continue;
+        }
+        seen.push(name.clone());
+        if let Err(error) = set(args, &name, &value) {
+            errors.push(error);
+        }
+    }
+    if !unknown && !seen.iter().any(|key| key == kind.path_key()) {
+        let what = if kind == Kind::Multi { "the lock paths" } else { "the lock path" };
+        errors.at(
+            Span::call_site(),
+            format!(
+                "missing `{}` in {}; give {what}, like `#[{}({})]`",
+                kind.path_key(),
+                kind.shown(),
+                kind.name(),
+                kind.example()
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// Interprets the value of one (known, first-seen) argument.
+fn set(args: &mut Args, name: &str, value: &Expr) -> syn::Result<()> {
+    let err = |message: String| Err(syn::Error::new_spanned(value, message));
+    match name {
+        "path" => {
+            let Some(literal) = string(value) else {
+                return err(
+                    "`path` takes a string literal, like `path = \"/locks/orders\"` or `path = \"/product_<id>\"`"
+                        .into(),
+                );
+            };
+            args.paths.push(path_arg(literal)?);
+        }
+        "paths" => {
+            let message =
+                "`paths` takes a list of string literals, like `paths = [\"/accounts/<from>\", \"/accounts/<to>\"]`";
+            let Expr::Array(array) = value else { return err(message.into()) };
+            if array.elems.is_empty() {
+                return err("`paths` is empty; list the lock paths to take together, like `paths = [\"/accounts/<from>\", \"/accounts/<to>\"]`".into());
+            }
+            let mut errors = Errors::default();
+            for element in &array.elems {
+                match string(element) {
+                    Some(literal) => match path_arg(literal) {
+                        Ok(path) => args.paths.push(path),
+                        Err(error) => errors.push(error),
+                    },
+                    None => errors.push(syn::Error::new_spanned(element, message)),
+                }
+            }
+            errors.into_result()?;
+        }
+        "timeout" => {
+            let Some(literal) = string(value) else {
+                return err(
+                    "`timeout` takes a string with a unit, like `timeout = \"5s\"`, `\"250ms\"` or `\"1m30s\"`".into(),
+                );
+            };
+            let parsed =
+                duration::parse(&literal.value()).map_err(|message| syn::Error::new(literal.span(), message))?;
+            args.timeout = Some(parsed);
+        }
+        "client" => {
+            let Some(literal) = string(value) else {
+                return err(
+                    "`client` takes the name of an installed client as a string, like `client = \"orders\"`".into()
+                );
+            };
+            if literal.value().is_empty() {
+                return err("`client` is empty; name a client installed with `ClientBuilder::install_as`, like `client = \"orders\"`, or leave `client` out to use the default client".into());
+            }
+            args.client = Some(literal.clone());
+        }
+        "guard" => {
+            let ident = match value {
+                Expr::Path(path) if path.qself.is_none() && path.attrs.is_empty() => path.path.get_ident(),
+                _ => None,
+            };
+            let Some(ident) = ident else {
+                return err("`guard` takes a name to bind the guard to in the body, like `guard = g`".into());
+            };
+            args.guard = Some(ident.clone());
+        }
+        "on_lost" => {
+            let Some(literal) = string(value) else {
+                return err("`on_lost` takes `\"abort\"` or `\"ignore\"`, like `on_lost = \"ignore\"`".into());
+            };
+            args.on_lost = match literal.value().as_str() {
+                "abort" => OnLost::Abort,
+                "ignore" => OnLost::Ignore,
+                other => {
+                    return err(format!(
+                        "unknown value {other:?} for `on_lost`; expected \"abort\" (the default: stop the body when the lock is lost) or \"ignore\" (let the body finish)"
+                    ))
+                }
+            };
+        }
+        "permits" => {
+            let message = "`permits` takes the number of holders allowed at once, like `permits = 4`";
+            let Expr::Lit(ExprLit { lit: Lit::Int(int), .. }) = value else { return err(message.into()) };
+            let permits: u32 = int.base10_parse().map_err(|_| syn::Error::new(int.span(), message))?;
+            if permits == 0 {
+                return err("`permits = 0` would let nobody in; give at least 1".into());
+            }
+            args.permits = Some(permits);
+        }
+        _ => unreachable!("`{name}` is listed in `Kind::keys`"),
+    }
+    Ok(())
+}
+
+fn string(value: &Expr) -> Option<&LitStr> {
+    match value {
+        Expr::Lit(ExprLit { lit: Lit::Str(literal), attrs }) if attrs.is_empty() => Some(literal),
+        _ => None,
+    }
+}
+
+fn path_arg(literal: &LitStr) -> syn::Result<PathArg> {
+    let template = template::parse(&literal.value()).map_err(|message| syn::Error::new(literal.span(), message))?;
+    Ok(PathArg { literal: literal.clone(), template })
+}

@@ -1,0 +1,180 @@
+//! Checks the annotated function against the arguments: an `async fn` returning `Result`,
+//! and a binding for every placeholder.
+
+use proc_macro2::Span;
+use syn::ext::IdentExt;
+use syn::spanned::Spanned;
+use syn::{FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments, ReturnType, Signature, Type, TypeParamBound};
+
+use crate::args::{Args, Errors, Kind};
+
+/// Checks `item` for `args`, reporting every problem at its token; `errors` holds those
+/// found in the arguments already.
+pub(crate) fn check(args: &Args, item: &ItemFn, mut errors: Errors) -> syn::Result<()> {
+    check_signature(args.kind, &item.sig, &mut errors);
+    let bindings = bindings(&item.sig);
+    for path in &args.paths {
+        for placeholder in path.template.placeholders() {
+            if !bindings.contains(&placeholder.root.name) {
+                let message =
+                    unknown_placeholder(&item.sig.ident, &placeholder.text, &placeholder.root.name, &bindings);
+                errors.at(path.literal.span(), message);
+            }
+        }
+    }
+    errors.into_result()
+}
+
+fn check_signature(kind: Kind, sig: &Signature, errors: &mut Errors) {
+    let attr = kind.shown();
+    if sig.constness.is_some() {
+        errors.at(
+            sig.fn_token.span,
+            format!("{attr} cannot go on a `const fn`: the lock is taken at run time; write `async fn {}`", sig.ident),
+        );
+    } else if sig.asyncness.is_none() {
+        let message = if returns_boxed_future(&sig.output) {
+            format!(
+                "{attr} must see an `async fn`, but `{}` returns a boxed future: `#[async_trait]` on the `impl` \
+                 expanded first and rewrote it; use a native `async fn` in the trait and its impl (Rust 1.75+) without \
+                 `#[async_trait]`, or take a `zk_lock::Mutex` inside the method instead",
+                sig.ident
+            )
+        } else {
+            format!(
+                "{attr} needs an `async fn`: the lock is awaited and held across the body's awaits; write `async fn {}`",
+                sig.ident
+            )
+        };
+        errors.at(sig.fn_token.span, message);
+    }
+    if sig.asyncness.is_none() {
+        // One error per mistake: the return type of a non-async fn says nothing yet.
+        return;
+    }
+    let requirement = format!(
+        "{attr} needs `{}` to return `Result<_, E>` with `E: From<zk_lock::Error>`, so that failing to take the lock can be returned \
+         (aliases whose name ends in `Result`, like `anyhow::Result<T>` or `AppResult<T>`, work too)",
+        sig.ident
+    );
+    match &sig.output {
+        ReturnType::Default => errors.at(sig.ident.span(), format!("{requirement}; it returns `()`")),
+        ReturnType::Type(_, ty) if !is_result(ty) => errors.at(ty.span(), requirement),
+        ReturnType::Type(..) => {}
+    }
+}
+
+/// `Result`, `io::Result<T>`, `anyhow::Result<T>`, `AppResult<T>`, ...: a path whose last
+/// segment is `Result` or ends in `Result`. Only names can be checked here; that the type is a
+/// `Result` whose error converts from `zk_lock::Error` is checked by the compiler, at the return type.
+fn is_result(ty: &Type) -> bool {
+    match ty {
+        Type::Path(path) => {
+            path.qself.is_none()
+                && path.path.segments.last().is_some_and(|last| last.ident.to_string().ends_with("Result"))
+        }
+        Type::Paren(inner) => is_result(&inner.elem),
+        Type::Group(inner) => is_result(&inner.elem),
+        _ => false,
+    }
+}
+
+/// `Pin<Box<dyn Future<Output = ..> + ..>>`, as `#[async_trait]` writes it.
+fn returns_boxed_future(output: &ReturnType) -> bool {
+    let ReturnType::Type(_, ty) = output else { return false };
+    let Some(boxed) = single_generic(ty, "Pin") else { return false };
+    let Some(Type::TraitObject(object)) = single_generic(boxed, "Box") else { return false };
+    object.bounds.iter().any(|bound| match bound {
+        TypeParamBound::Trait(bound) => bound.path.segments.last().is_some_and(|last| last.ident == "Future"),
+        _ => false,
+    })
+}
+
+/// `T` in `Name<T>` (any path ending in `Name`).
+fn single_generic<'a>(ty: &'a Type, name: &str) -> Option<&'a Type> {
+    let Type::Path(path) = ty else { return None };
+    let last = path.path.segments.last()?;
+    if last.ident != name {
+        return None;
+    }
+    let PathArguments::AngleBracketed(args) = &last.arguments else { return None };
+    args.args.iter().find_map(|arg| match arg {
+        GenericArgument::Type(ty) => Some(ty),
+        _ => None,
+    })
+}
+
+/// The names a placeholder may start from: `self` and every binding of the parameters'
+/// patterns, in order.
+pub(crate) fn bindings(sig: &Signature) -> Vec<String> {
+    let mut names = Vec::new();
+    for input in &sig.inputs {
+        match input {
+            FnArg::Receiver(_) => names.push("self".to_owned()),
+            FnArg::Typed(typed) => pattern_bindings(&typed.pat, &mut names),
+        }
+    }
+    names
+}
+
+fn pattern_bindings(pat: &Pat, names: &mut Vec<String>) {
+    match pat {
+        Pat::Ident(ident) => {
+            names.push(ident.ident.unraw().to_string());
+            if let Some((_, sub)) = &ident.subpat {
+                pattern_bindings(sub, names);
+            }
+        }
+        Pat::Tuple(tuple) => tuple.elems.iter().for_each(|p| pattern_bindings(p, names)),
+        Pat::TupleStruct(tuple) => tuple.elems.iter().for_each(|p| pattern_bindings(p, names)),
+        Pat::Struct(strukt) => strukt.fields.iter().for_each(|field| pattern_bindings(&field.pat, names)),
+        Pat::Slice(slice) => slice.elems.iter().for_each(|p| pattern_bindings(p, names)),
+        Pat::Reference(reference) => pattern_bindings(&reference.pat, names),
+        Pat::Paren(paren) => pattern_bindings(&paren.pat, names),
+        Pat::Type(typed) => pattern_bindings(&typed.pat, names),
+        // Every case of an or-pattern binds the same names.
+        Pat::Or(or) => {
+            if let Some(first) = or.cases.first() {
+                pattern_bindings(first, names);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn unknown_placeholder(function: &Ident, text: &str, root: &str, bindings: &[String]) -> String {
+    let placeholder = format!("unknown placeholder `<{text}>`");
+    let names = bindings.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", ");
+    let fields = "(or a field of one, like `<req.user_id>`)";
+    if bindings.is_empty() {
+        format!("{placeholder}: `{function}` has no parameters, so its lock path can only be literal text")
+    } else if root == "self" {
+        format!("{placeholder}: `{function}` has no `self` parameter; name one of its parameters {fields}: {names}")
+    } else {
+        format!(
+            "{placeholder}: `{root}` is not a parameter of `{function}`; name one of its parameters {fields}: {names}"
+        )
+    }
+}
+
+/// Where a missing `From<zk_lock::Error>` is reported: at `E` in `Result<T, E>`, or else at the
+/// last segment of the return type (`Result` in `io::Result<T>`).
+pub(crate) fn error_type_span(sig: &Signature) -> Span {
+    let ReturnType::Type(_, ty) = &sig.output else { return sig.ident.span() };
+    let Type::Path(path) = &**ty else { return ty.span() };
+    let Some(last) = path.path.segments.last() else { return ty.span() };
+    if let PathArguments::AngleBracketed(args) = &last.arguments {
+        let types: Vec<&Type> = args
+            .args
+            .iter()
+            .filter_map(|arg| match arg {
+                GenericArgument::Type(ty) => Some(ty),
+                _ => None,
+            })
+            .collect();
+        if let [_, error] = types[..] {
+            return error.span();
+        }
+    }
+    last.ident.span()
+}
