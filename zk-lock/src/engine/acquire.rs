@@ -8,6 +8,7 @@ use zookeeper_client::{
     Acls, Client as ZkClient, CreateMode, CreateOptions, Error as ZkError, EventType, MultiReadResult,
 };
 
+use super::failed::Failed;
 use super::node_name::{new_protected_prefix, sorted_nodes, QueueRules};
 use super::pending::{find_protected, PendingNode};
 use super::retry::{broke_connection, until_connected, Reconnects};
@@ -60,26 +61,6 @@ pub(crate) struct Granted {
     pub token: i64,
     /// The session's loss count when the lock was granted.
     pub losses_seen: u64,
-}
-
-/// Why one attempt on one session ended without the lock.
-enum Failed {
-    /// Someone is ahead and the caller allowed one attempt only.
-    Busy,
-    /// The session died while we waited; a new session may succeed.
-    SessionGone,
-    /// Our node disappeared before it was granted; queue again.
-    NodeVanished,
-    Error(Error),
-}
-
-impl From<ZkError> for Failed {
-    fn from(error: ZkError) -> Self {
-        match error {
-            ZkError::SessionExpired | ZkError::ClientClosed => Self::SessionGone,
-            other => Self::Error(other.into()),
-        }
-    }
 }
 
 /// Takes a place in the queue at `spec.path` and waits until the recipe's rule grants it.

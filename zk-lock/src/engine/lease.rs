@@ -31,6 +31,7 @@ use zookeeper_client::{
 };
 
 use super::acquire::{wait_for_grant, LockSpec, Wait};
+use super::failed::Failed;
 use super::node_name::{new_protected_prefix, sorted_nodes, MUTEX};
 use super::pending::{find_protected, PendingNode};
 use super::retry::{delete_with_retry, until_connected, Reconnects};
@@ -96,35 +97,6 @@ pub(crate) struct GrantedLeases {
     /// The session's loss count when the leases were granted.
     pub losses_seen: u64,
     pub leases: Vec<(String, i64)>,
-}
-
-/// Why one attempt on one session ended without the leases.
-enum Failed {
-    /// The semaphore is full or its mutex is held, and the caller allowed one attempt only.
-    Busy,
-    /// The session died; a new session may succeed.
-    SessionGone,
-    /// Our lock node disappeared before it was granted; start again.
-    NodeVanished,
-    Error(Error),
-}
-
-impl From<ZkError> for Failed {
-    fn from(error: ZkError) -> Self {
-        match error {
-            ZkError::SessionExpired | ZkError::ClientClosed => Self::SessionGone,
-            other => Self::Error(other.into()),
-        }
-    }
-}
-
-impl From<Error> for Failed {
-    fn from(error: Error) -> Self {
-        match error {
-            Error::Zookeeper(ZkError::SessionExpired | ZkError::ClientClosed) => Self::SessionGone,
-            other => Self::Error(other),
-        }
-    }
 }
 
 /// A node this acquisition creates (the lock node or a lease node), removed on every way out

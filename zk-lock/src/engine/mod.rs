@@ -2,6 +2,7 @@
 //! wait for the nodes a recipe says must go first, and clean up on every way out.
 
 mod acquire;
+mod failed;
 mod lease;
 pub(crate) mod node_name;
 mod pending;

@@ -1,0 +1,33 @@
+//! Why one attempt on one session ended without the lock (or the leases).
+
+use zookeeper_client::Error as ZkError;
+
+use crate::error::Error;
+
+pub(super) enum Failed {
+    /// Someone is ahead (or the semaphore is full) and the caller allowed one attempt only.
+    Busy,
+    /// The session died while we waited; a new session may succeed.
+    SessionGone,
+    /// Our node disappeared before it was granted; queue again.
+    NodeVanished,
+    Error(Error),
+}
+
+impl From<ZkError> for Failed {
+    fn from(error: ZkError) -> Self {
+        match error {
+            ZkError::SessionExpired | ZkError::ClientClosed => Self::SessionGone,
+            other => Self::Error(other.into()),
+        }
+    }
+}
+
+impl From<Error> for Failed {
+    fn from(error: Error) -> Self {
+        match error {
+            Error::Zookeeper(ZkError::SessionExpired | ZkError::ClientClosed) => Self::SessionGone,
+            other => Self::Error(other),
+        }
+    }
+}
