@@ -1,0 +1,503 @@
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.retry.RetryNTimes;
+import org.apache.zookeeper.CreateMode;
+import org.apache.zookeeper.KeeperException;
+
+/**
+ * Apache Curator side of the zk-lock benchmark ({@code examples/bench.rs}). It measures Curator
+ * itself, in this JVM, and prints raw samples; the Rust side computes every statistic with the
+ * same code for all clients and reads the server's request counters around each measurement.
+ *
+ * <p>Usage: {@code java -cp <classes>:<curator jars> CuratorBench <connect-string>}
+ *
+ * <p>Protocol, one line each way. The peer prints {@code ready} once its session is connected.
+ * Then, for each command: the bench sends the command; the peer sets up and warms up, prints
+ * {@code armed} and waits for {@code go}; it measures and prints {@code result <json>}; it waits
+ * for {@code done}, cleans up (closes extra sessions) and prints {@code clean}. A failing
+ * command prints {@code error <message>} instead and the peer takes the next command.
+ * {@code quit} (or EOF) ends the peer.
+ *
+ * <p>Commands (times in milliseconds; every loop is bounded in count and in time):
+ * <ul>
+ *   <li>{@code floor <path> <warm> <n> <budget-ms>}: raw create, delete and getChildren.
+ *   <li>{@code uncontended <mutex|write|read|semaphore> <path> <warm> <n> <budget-ms>}:
+ *       acquire + release cycles with nobody else around.
+ *   <li>{@code contended <path> <sessions> <warm-ms> <measure-ms>}: one thread and one session
+ *       per contender, all looping on one InterProcessMutex, with a holder counter.
+ *   <li>{@code drain <path> <waiters> <timeout-ms>}: a holder, then {@code waiters} threads
+ *       queued on one session; after {@code go} the holder releases and every waiter takes and
+ *       releases the lock in turn.
+ * </ul>
+ *
+ * <p>Latencies are printed in microseconds.
+ */
+public final class CuratorBench {
+    private static final int SESSION_TIMEOUT_MS = 60_000;
+    private static final int CONNECTION_TIMEOUT_MS = 15_000;
+    private static final int CONNECT_WAIT_SECONDS = 30;
+    private static final int SEMAPHORE_LEASES = 4;
+
+    private final String connectString;
+    private final CuratorFramework main;
+    private final BufferedReader stdin =
+            new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+    /** Extra sessions of the current command, closed on {@code done}. */
+    private final List<CuratorFramework> extra = new ArrayList<>();
+
+    private CuratorBench(String connectString, CuratorFramework main) {
+        this.connectString = connectString;
+        this.main = main;
+    }
+
+    public static void main(String[] argv) {
+        int status = 0;
+        try {
+            if (argv.length != 1) {
+                throw new IllegalArgumentException("usage: CuratorBench <connect-string>");
+            }
+            CuratorFramework main = connect(argv[0]);
+            try {
+                new CuratorBench(argv[0], main).serve();
+            } finally {
+                main.close();
+            }
+        } catch (Throwable e) {
+            System.err.println("CuratorBench failed:");
+            e.printStackTrace();
+            status = 1;
+        }
+        // Curator and ZooKeeper may leave non-daemon threads behind.
+        System.exit(status);
+    }
+
+    private static CuratorFramework connect(String connectString) throws InterruptedException {
+        CuratorFramework client = CuratorFrameworkFactory.builder()
+                .connectString(connectString)
+                .sessionTimeoutMs(SESSION_TIMEOUT_MS)
+                .connectionTimeoutMs(CONNECTION_TIMEOUT_MS)
+                .retryPolicy(new RetryNTimes(3, 100))
+                .build();
+        client.start();
+        if (!client.blockUntilConnected(CONNECT_WAIT_SECONDS, TimeUnit.SECONDS)) {
+            client.close();
+            throw new IllegalStateException("no connection to " + connectString + " within "
+                    + CONNECT_WAIT_SECONDS + " s");
+        }
+        return client;
+    }
+
+    private void serve() throws IOException {
+        say("ready");
+        String line;
+        while ((line = stdin.readLine()) != null) {
+            String[] words = line.trim().split("\\s+");
+            if (words.length == 0 || words[0].isEmpty()) {
+                continue;
+            }
+            if (words[0].equals("quit")) {
+                return;
+            }
+            String[] args = Arrays.copyOfRange(words, 1, words.length);
+            try {
+                String result = run(words[0], args);
+                say("result " + result);
+                awaitLine("done");
+            } catch (Throwable e) {
+                e.printStackTrace();
+                say("error " + (e.getClass().getSimpleName() + ": " + e.getMessage()).replace('\n', ' '));
+            } finally {
+                closeExtra();
+            }
+            say("clean");
+        }
+    }
+
+    private String run(String command, String[] a) throws Exception {
+        switch (command) {
+            case "floor":
+                need(a, 4, "floor <path> <warm> <n> <budget-ms>");
+                return floor(a[0], Integer.parseInt(a[1]), Integer.parseInt(a[2]), Long.parseLong(a[3]));
+            case "uncontended":
+                need(a, 5, "uncontended <recipe> <path> <warm> <n> <budget-ms>");
+                return uncontended(a[0], a[1], Integer.parseInt(a[2]), Integer.parseInt(a[3]),
+                        Long.parseLong(a[4]));
+            case "contended":
+                need(a, 4, "contended <path> <sessions> <warm-ms> <measure-ms>");
+                return contended(a[0], Integer.parseInt(a[1]), Long.parseLong(a[2]), Long.parseLong(a[3]));
+            case "drain":
+                need(a, 3, "drain <path> <waiters> <timeout-ms>");
+                return drain(a[0], Integer.parseInt(a[1]), Long.parseLong(a[2]));
+            default:
+                throw new IllegalArgumentException("unknown command " + command);
+        }
+    }
+
+    private static void need(String[] args, int n, String usage) {
+        if (args.length != n) {
+            throw new IllegalArgumentException("usage: " + usage);
+        }
+    }
+
+    private void say(String line) {
+        System.out.println(line);
+        System.out.flush();
+    }
+
+    private void awaitLine(String expected) throws IOException {
+        String line;
+        while ((line = stdin.readLine()) != null) {
+            if (line.trim().equals(expected)) {
+                return;
+            }
+        }
+        throw new IOException("stdin closed while waiting for '" + expected + "'");
+    }
+
+    /** Prints {@code armed} and blocks until the bench has read the server counters. */
+    private void armed() throws IOException {
+        say("armed");
+        awaitLine("go");
+    }
+
+    private void closeExtra() {
+        for (CuratorFramework client : extra) {
+            client.close();
+        }
+        extra.clear();
+    }
+
+    private void ensurePersistent(String path) throws Exception {
+        try {
+            main.create().creatingParentsIfNeeded().withMode(CreateMode.PERSISTENT).forPath(path, new byte[0]);
+        } catch (KeeperException.NodeExistsException e) {
+            // fine
+        }
+    }
+
+    private static double micros(long nanos) {
+        return nanos / 1000.0;
+    }
+
+    // ---- floor ----------------------------------------------------------------------------------
+
+    private String floor(String path, int warm, int n, long budgetMs) throws Exception {
+        ensurePersistent(path);
+        String node = path + "/n";
+        byte[] empty = new byte[0];
+        for (int i = 0; i < warm; i++) {
+            main.create().withMode(CreateMode.EPHEMERAL).forPath(node, empty);
+            main.delete().forPath(node);
+            main.getChildren().forPath(path);
+        }
+        armed();
+        double[] create = new double[n];
+        double[] delete = new double[n];
+        double[] list = new double[n];
+        long start = System.nanoTime();
+        long deadline = start + budgetMs * 1_000_000L;
+        int done = 0;
+        while (done < n && System.nanoTime() < deadline) {
+            long t0 = System.nanoTime();
+            main.create().withMode(CreateMode.EPHEMERAL).forPath(node, empty);
+            long t1 = System.nanoTime();
+            main.delete().forPath(node);
+            long t2 = System.nanoTime();
+            main.getChildren().forPath(path);
+            long t3 = System.nanoTime();
+            create[done] = micros(t1 - t0);
+            delete[done] = micros(t2 - t1);
+            list[done] = micros(t3 - t2);
+            done++;
+        }
+        long elapsed = System.nanoTime() - start;
+        return new Json()
+                .num("ops", done)
+                .num("elapsed_s", elapsed / 1e9)
+                .arr("create_us", create, done)
+                .arr("delete_us", delete, done)
+                .arr("list_us", list, done)
+                .end();
+    }
+
+    // ---- uncontended ----------------------------------------------------------------------------
+
+    /** One lock recipe behind a common face. */
+    private interface Cycle {
+        /** Acquires; returns what {@link #release} needs. */
+        Object acquire() throws Exception;
+
+        void release(Object token) throws Exception;
+    }
+
+    private Cycle recipe(CuratorFramework client, String recipe, String path) {
+        switch (recipe) {
+            case "mutex": {
+                InterProcessMutex mutex = new InterProcessMutex(client, path);
+                return lockCycle(mutex);
+            }
+            case "write":
+                return lockCycle(new InterProcessReadWriteLock(client, path).writeLock());
+            case "read":
+                return lockCycle(new InterProcessReadWriteLock(client, path).readLock());
+            case "semaphore": {
+                InterProcessSemaphoreV2 semaphore = new InterProcessSemaphoreV2(client, path, SEMAPHORE_LEASES);
+                return new Cycle() {
+                    @Override
+                    public Object acquire() throws Exception {
+                        return semaphore.acquire();
+                    }
+
+                    @Override
+                    public void release(Object token) throws Exception {
+                        semaphore.returnLease((Lease) token);
+                    }
+                };
+            }
+            default:
+                throw new IllegalArgumentException("unknown recipe " + recipe);
+        }
+    }
+
+    private static Cycle lockCycle(InterProcessMutex mutex) {
+        return new Cycle() {
+            @Override
+            public Object acquire() throws Exception {
+                mutex.acquire();
+                return mutex;
+            }
+
+            @Override
+            public void release(Object token) throws Exception {
+                mutex.release();
+            }
+        };
+    }
+
+    private String uncontended(String recipe, String path, int warm, int n, long budgetMs) throws Exception {
+        Cycle cycle = recipe(main, recipe, path);
+        for (int i = 0; i < warm; i++) {
+            cycle.release(cycle.acquire());
+        }
+        armed();
+        double[] acquire = new double[n];
+        double[] total = new double[n];
+        long start = System.nanoTime();
+        long deadline = start + budgetMs * 1_000_000L;
+        int done = 0;
+        while (done < n && System.nanoTime() < deadline) {
+            long t0 = System.nanoTime();
+            Object token = cycle.acquire();
+            long t1 = System.nanoTime();
+            cycle.release(token);
+            long t2 = System.nanoTime();
+            acquire[done] = micros(t1 - t0);
+            total[done] = micros(t2 - t0);
+            done++;
+        }
+        long elapsed = System.nanoTime() - start;
+        return new Json()
+                .num("ops", done)
+                .num("elapsed_s", elapsed / 1e9)
+                .arr("acquire_us", acquire, done)
+                .arr("cycle_us", total, done)
+                .end();
+    }
+
+    // ---- contended ------------------------------------------------------------------------------
+
+    private String contended(String path, int sessions, long warmMs, long measureMs) throws Exception {
+        List<InterProcessMutex> mutexes = new ArrayList<>();
+        for (int i = 0; i < sessions; i++) {
+            CuratorFramework client = connect(connectString);
+            extra.add(client);
+            mutexes.add(new InterProcessMutex(client, path));
+        }
+        AtomicInteger holders = new AtomicInteger();
+        AtomicLong violations = new AtomicLong();
+        AtomicInteger maxHolders = new AtomicInteger();
+        AtomicLong grantsTotal = new AtomicLong();
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        List<double[]> waits = new ArrayList<>();
+        int[] counts = new int[sessions];
+        armed();
+        long start = System.nanoTime();
+        long measureFrom = start + warmMs * 1_000_000L;
+        long end = measureFrom + measureMs * 1_000_000L;
+        List<Thread> threads = new ArrayList<>();
+        for (int i = 0; i < sessions; i++) {
+            int index = i;
+            InterProcessMutex mutex = mutexes.get(i);
+            double[] mine = new double[1 << 16];
+            waits.add(mine);
+            Thread thread = new Thread(() -> {
+                try {
+                    int recorded = 0;
+                    while (System.nanoTime() < end) {
+                        long t0 = System.nanoTime();
+                        // Bounded: a contender that waits past the end gives up.
+                        if (!mutex.acquire(end - t0 + 5_000_000_000L, TimeUnit.NANOSECONDS)) {
+                            break;
+                        }
+                        long t1 = System.nanoTime();
+                        int now = holders.incrementAndGet();
+                        if (now != 1) {
+                            violations.incrementAndGet();
+                        }
+                        maxHolders.accumulateAndGet(now, Math::max);
+                        holders.decrementAndGet();
+                        mutex.release();
+                        grantsTotal.incrementAndGet();
+                        if (t1 >= measureFrom && t1 < end && recorded < mine.length) {
+                            mine[recorded++] = micros(t1 - t0);
+                        }
+                    }
+                    counts[index] = recorded;
+                } catch (Throwable e) {
+                    failure.compareAndSet(null, e);
+                }
+            }, "contender-" + i);
+            threads.add(thread);
+            thread.start();
+        }
+        for (Thread thread : threads) {
+            thread.join(measureMs + warmMs + 30_000L);
+        }
+        if (failure.get() != null) {
+            throw new Exception("a contender failed", failure.get());
+        }
+        int measured = 0;
+        for (int count : counts) {
+            measured += count;
+        }
+        double[] all = new double[measured];
+        int at = 0;
+        for (int i = 0; i < sessions; i++) {
+            System.arraycopy(waits.get(i), 0, all, at, counts[i]);
+            at += counts[i];
+        }
+        return new Json()
+                .num("sessions", sessions)
+                .num("measure_s", measureMs / 1000.0)
+                .num("grants_measured", measured)
+                .num("grants_total", grantsTotal.get())
+                .num("violations", violations.get())
+                .num("max_holders", maxHolders.get())
+                .arr("wait_us", all, measured)
+                .end();
+    }
+
+    // ---- drain ----------------------------------------------------------------------------------
+
+    private String drain(String path, int waiters, long timeoutMs) throws Exception {
+        // One InterProcessMutex per waiter, all on the one session, as N processes would have.
+        // (Sharing one instance between the threads also works, but its watcher wakes every
+        // waiting thread of the instance (notifyAll) on each hand-off, and each of them lists
+        // the children again: a herd that real multi-process deployments do not have.)
+        InterProcessMutex holder = new InterProcessMutex(main, path);
+        holder.acquire();
+        CountDownLatch finished = new CountDownLatch(waiters);
+        AtomicLong lastFinish = new AtomicLong();
+        AtomicInteger holders = new AtomicInteger();
+        AtomicLong violations = new AtomicLong();
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        long deadline = System.nanoTime() + timeoutMs * 1_000_000L + 60_000_000_000L;
+        List<Thread> threads = new ArrayList<>();
+        for (int i = 0; i < waiters; i++) {
+            InterProcessMutex mutex = new InterProcessMutex(main, path);
+            Thread thread = new Thread(null, () -> {
+                try {
+                    if (mutex.acquire(deadline - System.nanoTime(), TimeUnit.NANOSECONDS)) {
+                        if (holders.incrementAndGet() != 1) {
+                            violations.incrementAndGet();
+                        }
+                        holders.decrementAndGet();
+                        mutex.release();
+                        lastFinish.accumulateAndGet(System.nanoTime(), Math::max);
+                        finished.countDown();
+                    }
+                } catch (Throwable e) {
+                    failure.compareAndSet(null, e);
+                }
+            }, "waiter-" + i, 256 * 1024);
+            thread.setDaemon(true);
+            threads.add(thread);
+            thread.start();
+        }
+        armed();
+        long start = System.nanoTime();
+        holder.release();
+        boolean complete = finished.await(timeoutMs, TimeUnit.MILLISECONDS);
+        long end = complete ? lastFinish.get() : System.nanoTime();
+        if (failure.get() != null) {
+            throw new Exception("a waiter failed", failure.get());
+        }
+        for (Thread thread : threads) {
+            thread.join(complete ? 5_000L : 1L);
+        }
+        return new Json()
+                .num("waiters", waiters)
+                .num("completed", waiters - finished.getCount())
+                .num("violations", violations.get())
+                .num("drain_s", (end - start) / 1e9)
+                .end();
+    }
+
+    // ---- output ---------------------------------------------------------------------------------
+
+    /** A flat JSON object of numbers and number arrays. */
+    private static final class Json {
+        private final StringBuilder sb = new StringBuilder("{");
+
+        private Json key(String key) {
+            if (sb.length() > 1) {
+                sb.append(',');
+            }
+            sb.append('"').append(key).append("\":");
+            return this;
+        }
+
+        Json num(String key, double value) {
+            key(key);
+            if (value == Math.rint(value) && Math.abs(value) < 1e15) {
+                sb.append((long) value);
+            } else {
+                sb.append(value);
+            }
+            return this;
+        }
+
+        Json arr(String key, double[] values, int n) {
+            key(key).sb.append('[');
+            for (int i = 0; i < n; i++) {
+                if (i > 0) {
+                    sb.append(',');
+                }
+                sb.append(Math.round(values[i] * 10) / 10.0);
+            }
+            sb.append(']');
+            return this;
+        }
+
+        String end() {
+            return sb.append('}').toString();
+        }
+    }
+}

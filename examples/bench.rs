@@ -1,0 +1,792 @@
+//! Performance benchmark of zk-lock against zookeeper-client's `Client::lock`, Apache Curator
+//! 5.4 and kazoo, on one ZooKeeper server, in one run, with the same parameters.
+//!
+//! ```text
+//! scripts/bench                       # everything, ~3-4 minutes; table on stdout,
+//!                                     # JSON in target/bench/results.json
+//! scripts/bench --quick               # a ~30 s smoke run
+//! scripts/bench --rows uncontended,drain --clients zk-lock,curator
+//! cargo run --release --example bench -- --help
+//! ```
+//!
+//! Rows: `floor` (raw create/delete/list), `uncontended` (acquire + release), `contended`
+//! (W sessions on one mutex), `drain` (N queued waiters released in turn), `memory` (bytes per
+//! waiting acquisition and per held guard in this process). Request counts come from the
+//! server's own counters (`mntr`), read around each client's measurement. The Curator and
+//! kazoo peers (`benches/java/CuratorBench.java`, `benches/kazoo_bench.py`) measure
+//! themselves and print raw samples; every statistic is computed here, with the same code.
+//! See docs/benchmarks.md for the method and the numbers.
+
+#[path = "bench/alloc.rs"]
+mod alloc;
+#[path = "bench/json.rs"]
+mod json;
+#[path = "bench/native.rs"]
+mod native;
+#[path = "bench/peer.rs"]
+mod peer;
+#[path = "bench/report.rs"]
+mod report;
+#[path = "bench/stats.rs"]
+mod stats;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::time::Instant;
+use zk_lock::testing::TestingServer;
+
+use json::Json;
+use native::{Native, Plan, Recipe};
+use peer::{Measured, Peer, Queued};
+use report::Record;
+
+#[global_allocator]
+static ALLOCATOR: alloc::Counting = alloc::Counting;
+
+const USAGE: &str = "\
+usage: bench [--quick] [--rows LIST] [--clients LIST] [--out PATH]
+             [--cycles N] [--warmup N] [--measure-secs S]
+       bench --median [--out PATH] REPORT.json...
+
+  --quick           a ~30 s smoke run: fewer cycles, shorter windows, smaller queues
+  --rows LIST       comma-separated: floor,uncontended,contended,drain,memory (default: all)
+  --clients LIST    comma-separated: zk-lock,zookeeper-client,curator,kazoo (default: all)
+  --out PATH        where to write the JSON report (default: target/bench/results.json)
+  --cycles N        measured operations per floor/uncontended case (default 1000, quick 200)
+  --warmup N        warm-up operations before each of them, for every client (default 300, quick 50)
+  --measure-secs S  measured window of each contended case (default 2.5, quick 0.5)
+  --median          instead of measuring, print (and with --out write) the medians of the
+                    JSON reports of several runs
+
+Environment: TMPDIR (server data; /dev/shm is used when TMPDIR is unset and the default
+temporary directory is not tmpfs), CURATOR_CLASSPATH, KAZOO_PYTHON, JAVA_HOME.";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Row {
+    Floor,
+    Uncontended,
+    Contended,
+    Drain,
+    Memory,
+}
+
+const ROWS: [(&str, Row); 5] = [
+    ("floor", Row::Floor),
+    ("uncontended", Row::Uncontended),
+    ("contended", Row::Contended),
+    ("drain", Row::Drain),
+    ("memory", Row::Memory),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClientId {
+    ZkLock,
+    ZkClient,
+    Curator,
+    Kazoo,
+}
+
+const CLIENTS: [(&str, ClientId); 4] = [
+    ("zk-lock", ClientId::ZkLock),
+    ("zookeeper-client", ClientId::ZkClient),
+    ("curator", ClientId::Curator),
+    ("kazoo", ClientId::Kazoo),
+];
+
+impl ClientId {
+    fn name(self) -> &'static str {
+        CLIENTS.iter().find(|(_, c)| *c == self).map_or("?", |(name, _)| name)
+    }
+
+    fn native(self) -> Option<Native> {
+        match self {
+            ClientId::ZkLock => Some(Native::ZkLock),
+            ClientId::ZkClient => Some(Native::ZkClient),
+            ClientId::Curator | ClientId::Kazoo => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Opts {
+    quick: bool,
+    rows: Vec<Row>,
+    clients: Vec<ClientId>,
+    out: PathBuf,
+    plan: Plan,
+    contended_warm: Duration,
+    contended_measure: Duration,
+    sessions: Vec<usize>,
+    drains: Vec<usize>,
+    drain_timeout: Duration,
+    /// Waiting-task shapes of the memory row: (paths, waiters per path).
+    waiting: Vec<(usize, usize)>,
+    /// Guards held at once in the memory row.
+    held: usize,
+    memory_timeout: Duration,
+    /// The floor and uncontended rows run in this many rounds, the clients taking turns, so
+    /// that a burst of load on the machine does not land on one client only.
+    rounds: usize,
+    /// Mixed requests sent to the server before anything is measured.
+    server_warmup: usize,
+    args: Vec<String>,
+}
+
+impl Opts {
+    fn parse(args: Vec<String>) -> Result<Option<Opts>, String> {
+        if args.iter().any(|a| a == "-h" || a == "--help") {
+            return Ok(None);
+        }
+        let quick = args.iter().any(|a| a == "--quick");
+        let mut opts = Opts {
+            quick,
+            rows: ROWS.iter().map(|(_, r)| *r).collect(),
+            clients: CLIENTS.iter().map(|(_, c)| *c).collect(),
+            out: target_dir().join("bench").join("results.json"),
+            plan: if quick {
+                Plan { warm: 50, n: 200, budget: Duration::from_secs(10) }
+            } else {
+                Plan { warm: 300, n: 1000, budget: Duration::from_secs(30) }
+            },
+            contended_warm: Duration::from_millis(if quick { 200 } else { 500 }),
+            contended_measure: Duration::from_millis(if quick { 500 } else { 2500 }),
+            sessions: if quick { vec![2, 8] } else { vec![2, 8, 32] },
+            drains: if quick { vec![100] } else { vec![100, 1000] },
+            drain_timeout: Duration::from_secs(if quick { 30 } else { 60 }),
+            waiting: if quick { vec![(10, 100)] } else { vec![(100, 100), (10, 1000)] },
+            held: if quick { 200 } else { 2000 },
+            memory_timeout: Duration::from_secs(if quick { 60 } else { 120 }),
+            rounds: if quick { 1 } else { 3 },
+            server_warmup: if quick { 2000 } else { 8000 },
+            args: args.clone(),
+        };
+        let mut it = args.into_iter();
+        while let Some(arg) = it.next() {
+            let mut value = |name: &str| it.next().ok_or_else(|| format!("`{name}` needs a value"));
+            match arg.as_str() {
+                "--quick" => {}
+                "--rows" => opts.rows = pick(&value("--rows")?, &ROWS, "row")?,
+                "--clients" => opts.clients = pick(&value("--clients")?, &CLIENTS, "client")?,
+                "--out" => opts.out = PathBuf::from(value("--out")?),
+                "--cycles" => opts.plan.n = positive(&value("--cycles")?, "--cycles")?,
+                "--warmup" => {
+                    let text = value("--warmup")?;
+                    opts.plan.warm = text.parse().map_err(|_| format!("`--warmup` needs a number, not `{text}`"))?;
+                }
+                "--measure-secs" => {
+                    let text = value("--measure-secs")?;
+                    let secs: f64 = text
+                        .parse()
+                        .ok()
+                        .filter(|s: &f64| *s > 0.0 && *s <= 600.0)
+                        .ok_or_else(|| format!("`--measure-secs` needs seconds in (0, 600], not `{text}`"))?;
+                    opts.contended_measure = Duration::from_secs_f64(secs);
+                }
+                other => return Err(format!("unknown argument `{other}`")),
+            }
+        }
+        Ok(Some(opts))
+    }
+}
+
+fn pick<T: Copy>(list: &str, known: &[(&str, T)], what: &str) -> Result<Vec<T>, String> {
+    list.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|name| {
+            known.iter().find(|(n, _)| *n == name).map(|(_, t)| *t).ok_or_else(|| {
+                let names: Vec<&str> = known.iter().map(|(n, _)| *n).collect();
+                format!("unknown {what} `{name}`; choose from {}", names.join(", "))
+            })
+        })
+        .collect()
+}
+
+fn positive(text: &str, flag: &str) -> Result<usize, String> {
+    text.parse().ok().filter(|n| *n > 0).ok_or_else(|| format!("`{flag}` needs a positive number, not `{text}`"))
+}
+
+/// `$CARGO_TARGET_DIR`, else the workspace's `target`.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "--median") {
+        return median_of_runs(&args[1..]);
+    }
+    let opts = match Opts::parse(args) {
+        Ok(Some(opts)) => opts,
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(message) => {
+            eprintln!("bench: {message}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    // Before any thread exists: the testing kit puts the server's data under TMPDIR.
+    let data = choose_data_dir();
+    eprintln!("bench: starting ZooKeeper (data under {}, tmpfs: {})", data.0.display(), data.1);
+    let server = match TestingServer::start() {
+        Ok(server) => server,
+        Err(e) => {
+            eprintln!("bench: cannot start ZooKeeper: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("bench: cannot build the tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = runtime.block_on(run(&opts, &server, data));
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    code
+}
+
+/// `--median [--out PATH] FILE...`: the medians of several reports, as tables and as JSON.
+fn median_of_runs(args: &[String]) -> ExitCode {
+    let mut out = None;
+    let mut files = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        if arg == "--out" {
+            out = it.next().map(PathBuf::from);
+        } else {
+            files.push(PathBuf::from(arg));
+        }
+    }
+    if files.is_empty() {
+        eprintln!("bench: `--median` needs the JSON reports of one or more runs");
+        return ExitCode::from(2);
+    }
+    let mut runs = Vec::new();
+    let mut metas = Vec::new();
+    for file in &files {
+        let parsed = std::fs::read_to_string(file)
+            .map_err(|e| e.to_string())
+            .and_then(|text| Json::parse(&text))
+            .and_then(|report| Ok((report::records_of(&report)?, report.get("meta").cloned().unwrap_or(Json::Null))));
+        match parsed {
+            Ok((records, meta)) => {
+                runs.push(records);
+                metas.push(meta);
+            }
+            Err(e) => {
+                eprintln!("bench: cannot read {}: {e}", file.display());
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let records = report::median_records(&runs);
+    println!(
+        "medians of {} runs: {}",
+        files.len(),
+        files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
+    );
+    report::print_tables(&records);
+    let targets = report::targets(&records);
+    let per_run: Vec<Vec<Option<f64>>> =
+        runs.iter().map(|run| report::targets(run).iter().map(|t| t.value).collect()).collect();
+    report::print_targets(&targets, Some(&per_run));
+    if let Some(out) = out {
+        let report = Json::obj([
+            ("runs", Json::Arr(files.iter().map(|f| Json::str(f.display().to_string())).collect())),
+            ("meta_of_runs", Json::Arr(metas)),
+            ("records", Json::Arr(records.iter().map(Record::to_json).collect())),
+            ("targets", Json::Arr(targets.iter().map(report::Target::to_json).collect())),
+        ]);
+        let written =
+            out.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| std::fs::write(&out, report.pretty()));
+        if let Err(e) = written {
+            eprintln!("bench: cannot write {}: {e}", out.display());
+            return ExitCode::FAILURE;
+        }
+        println!("\nJSON medians: {}", out.display());
+    }
+    ExitCode::SUCCESS
+}
+
+/// Where the server's data goes: `$TMPDIR` if set, else the default temporary directory if it is
+/// tmpfs, else `/dev/shm` (made the `TMPDIR` of this process) if that is a writable tmpfs.
+fn choose_data_dir() -> (PathBuf, bool) {
+    let default = std::env::temp_dir();
+    if std::env::var_os("TMPDIR").is_some() || is_tmpfs(&default) {
+        let tmpfs = is_tmpfs(&default);
+        return (default, tmpfs);
+    }
+    let shm = Path::new("/dev/shm");
+    let writable = shm.is_dir() && std::fs::metadata(shm).is_ok_and(|m| !m.permissions().readonly());
+    if writable && is_tmpfs(shm) {
+        // Single-threaded still: no other thread can read the environment meanwhile.
+        std::env::set_var("TMPDIR", shm);
+        return (shm.to_owned(), true);
+    }
+    (default, false)
+}
+
+/// Whether `path` is on a tmpfs, from the longest matching mount point in /proc/mounts.
+fn is_tmpfs(path: &Path) -> bool {
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_owned());
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    mounts
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (_device, point, kind) = (fields.next()?, fields.next()?, fields.next()?);
+            path.starts_with(point).then_some((point.len(), kind == "tmpfs" || kind == "ramfs"))
+        })
+        .max_by_key(|(len, _)| *len)
+        .is_some_and(|(_, tmpfs)| tmpfs)
+}
+
+/// Everything a run needs.
+struct Ctx<'a> {
+    opts: &'a Opts,
+    connect: String,
+    server: std::net::SocketAddr,
+    curator: Result<Peer, String>,
+    kazoo: Result<Peer, String>,
+    records: Vec<Record>,
+}
+
+async fn run(opts: &Opts, server: &TestingServer, data: (PathBuf, bool)) -> ExitCode {
+    let started = SystemTime::now();
+    let clock = Instant::now();
+    let load_start = read_first_line("/proc/loadavg");
+    let work = target_dir().join("bench");
+    let connect = server.connect_string();
+    let wants = |c: ClientId| opts.clients.contains(&c);
+    let not_selected = || Err("not selected".to_owned());
+    let (curator, kazoo) = tokio::join!(
+        async {
+            if wants(ClientId::Curator) {
+                eprintln!("bench: compiling and starting the Curator peer");
+                Peer::curator(&connect, &work).await
+            } else {
+                not_selected()
+            }
+        },
+        async {
+            if wants(ClientId::Kazoo) {
+                eprintln!("bench: starting the kazoo peer");
+                Peer::kazoo(&connect, &work).await
+            } else {
+                not_selected()
+            }
+        }
+    );
+    for (name, peer) in [("curator", &curator), ("kazoo", &kazoo)] {
+        if let Err(e) = peer {
+            if e != "not selected" {
+                eprintln!("bench: the {name} peer is unavailable, its cells stay empty: {e}");
+            }
+        }
+    }
+    eprintln!("bench: warming up the server ({} mixed requests)", opts.server_warmup * 5);
+    if let Err(e) = native::warm_server(&connect, opts.server_warmup, Duration::from_secs(30)).await {
+        eprintln!("bench: server warm-up failed: {e}");
+    }
+    let mut ctx = Ctx { opts, connect, server: server.addr(), curator, kazoo, records: Vec::new() };
+    for row in &opts.rows {
+        match row {
+            Row::Floor => floor_row(&mut ctx).await,
+            Row::Uncontended => uncontended_row(&mut ctx).await,
+            Row::Contended => contended_row(&mut ctx).await,
+            Row::Drain => drain_row(&mut ctx).await,
+            Row::Memory => memory_row(&mut ctx).await,
+        }
+    }
+    let Ctx { curator, kazoo, records, .. } = ctx;
+    for peer in [curator, kazoo].into_iter().flatten() {
+        peer.quit().await;
+    }
+    let elapsed = clock.elapsed();
+
+    report::print_tables(&records);
+    println!(
+        "\nannotated function (#[zk_lock] vs a hand-written guard): not measured yet; the row comes with the macros."
+    );
+    let targets = report::targets(&records);
+    report::print_targets(&targets, None);
+
+    let mut meta = machine(server, &data);
+    if let Json::Obj(map) = &mut meta {
+        map.insert(
+            "started_unix_s".into(),
+            Json::Num(started.duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs() as f64)),
+        );
+        map.insert("duration_s".into(), Json::Num(elapsed.as_secs_f64()));
+        map.insert("loadavg_start".into(), Json::str(load_start));
+        map.insert("loadavg_end".into(), Json::str(read_first_line("/proc/loadavg")));
+        map.insert("command".into(), Json::str(format!("scripts/bench {}", opts.args.join(" ")).trim_end().to_owned()));
+        map.insert("parameters".into(), parameters(opts));
+    }
+    let report = Json::obj([
+        ("meta", meta),
+        ("records", Json::Arr(records.iter().map(Record::to_json).collect())),
+        ("targets", Json::Arr(targets.iter().map(report::Target::to_json).collect())),
+        (
+            "pending",
+            Json::Arr(vec![Json::str(
+                "annotated function (#[zk_lock] vs a hand-written guard): comes with the macros",
+            )]),
+        ),
+    ]);
+    let written = opts
+        .out
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(&opts.out, report.pretty()));
+    match written {
+        Ok(()) => println!("\nJSON report: {} ({:.0} s)", opts.out.display(), elapsed.as_secs_f64()),
+        Err(e) => {
+            eprintln!("bench: cannot write {}: {e}", opts.out.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    let failures = records.iter().filter(|r| r.metrics.is_empty()).count();
+    if failures > 0 {
+        eprintln!("bench: {failures} measurement(s) failed; see the table");
+    }
+    ExitCode::SUCCESS
+}
+
+/// Runs `command` on a peer, or says why it cannot.
+async fn on_peer(
+    ctx: &mut Ctx<'_>,
+    client: ClientId,
+    command: String,
+    queued: Option<Queued>,
+    timeout: Duration,
+) -> Result<Measured, String> {
+    let server = ctx.server;
+    let peer = match client {
+        ClientId::Curator => &mut ctx.curator,
+        ClientId::Kazoo => &mut ctx.kazoo,
+        _ => return Err("not a peer".to_owned()),
+    };
+    match peer {
+        Ok(peer) => peer.measure(&command, server, queued, timeout).await,
+        Err(e) => Err(format!("peer unavailable: {}", e.lines().next().unwrap_or(""))),
+    }
+}
+
+fn path_of(client: ClientId, row: &str, case: &str) -> String {
+    format!("/bench/{}/{row}/{case}", client.name())
+}
+
+fn log(record: &Record, headline: &str) {
+    match &record.note {
+        Some(note) if record.metrics.is_empty() => {
+            eprintln!("bench: {} {} {}: failed: {note}", record.section, record.case, record.client)
+        }
+        _ => eprintln!("bench: {} {} {}: {headline}", record.section, record.case, record.client),
+    }
+}
+
+fn ms(d: Duration) -> u128 {
+    d.as_millis()
+}
+
+/// The plan of one round out of `rounds`: its share of the cycles and of the time budget, and
+/// a full warm-up only in the first round (later rounds re-warm briefly: a new session).
+fn round_plan(plan: Plan, rounds: usize, round: usize) -> Plan {
+    /// Warm-up of rounds after the first.
+    const REWARM: usize = 30;
+    Plan {
+        warm: if round == 0 { plan.warm } else { plan.warm.min(REWARM) },
+        n: plan.n / rounds + usize::from(round < plan.n % rounds),
+        budget: plan.budget / rounds as u32,
+    }
+}
+
+/// The clients' order in a round: each round starts with the next client.
+fn turn<T: Copy>(clients: &[T], round: usize) -> Vec<T> {
+    (0..clients.len()).map(|i| clients[(i + round) % clients.len()]).collect()
+}
+
+/// Adds one round's outcome; the first error sticks.
+fn accumulate(total: &mut Option<Result<Measured, String>>, round: Result<Measured, String>) {
+    match (total.as_mut(), round) {
+        (None, round) => *total = Some(round),
+        (Some(Ok(sum)), Ok(more)) => sum.merge(more),
+        (Some(Ok(_)), Err(e)) => *total = Some(Err(e)),
+        (Some(Err(_)), _) => {}
+    }
+}
+
+async fn floor_once(ctx: &mut Ctx<'_>, client: ClientId, plan: Plan) -> Result<Measured, String> {
+    let path = path_of(client, "floor", "raw");
+    match client.native() {
+        Some(kind) => native::floor(kind, &ctx.connect, ctx.server, &path, plan).await,
+        None => {
+            let command = format!("floor {path} {} {} {}", plan.warm, plan.n, ms(plan.budget));
+            on_peer(ctx, client, command, None, plan.budget + Duration::from_secs(60)).await
+        }
+    }
+}
+
+async fn floor_row(ctx: &mut Ctx<'_>) {
+    let clients = ctx.opts.clients.clone();
+    let rounds = ctx.opts.rounds;
+    let mut totals: Vec<Option<Result<Measured, String>>> = clients.iter().map(|_| None).collect();
+    for round in 0..rounds {
+        let plan = round_plan(ctx.opts.plan, rounds, round);
+        for client in turn(&clients, round) {
+            let i = clients.iter().position(|c| *c == client).unwrap_or_default();
+            if !matches!(totals[i], Some(Err(_))) {
+                let measured = floor_once(ctx, client, plan).await;
+                accumulate(&mut totals[i], measured);
+            }
+        }
+    }
+    for (client, total) in clients.into_iter().zip(totals) {
+        let record = match total {
+            Some(Ok(m)) => report::floor(client.name(), &m),
+            Some(Err(e)) => Record::failed("floor", "raw ops", client.name(), e),
+            None => continue,
+        };
+        log(&record, &format!("create p50 {:.0} µs", record.get("create_p50_us").unwrap_or(f64::NAN)));
+        ctx.records.push(record);
+    }
+}
+
+/// The uncontended cases: label, path slug, the recipe of the native clients, the recipe word
+/// of the peers.
+const UNCONTENDED: [(&str, &str, Option<Recipe>, Option<&str>); 5] = [
+    ("mutex", "mutex", Some(Recipe::Mutex), Some("mutex")),
+    ("mutex, drop guard", "mutex-drop", Some(Recipe::MutexDrop), None),
+    ("rw write", "write", Some(Recipe::Write), Some("write")),
+    ("rw read", "read", Some(Recipe::Read), Some("read")),
+    ("semaphore (4 leases)", "semaphore", Some(Recipe::Semaphore), Some("semaphore")),
+];
+
+/// One round of one uncontended case for one client; `None` if the client has no such recipe.
+async fn uncontended_once(
+    ctx: &mut Ctx<'_>,
+    client: ClientId,
+    case: usize,
+    plan: Plan,
+) -> Option<Result<Measured, String>> {
+    let (_, slug, recipe, word) = UNCONTENDED[case];
+    let path = path_of(client, "uncontended", slug);
+    Some(match (client.native(), recipe, word) {
+        (Some(Native::ZkClient), Some(Recipe::Write | Recipe::Read | Recipe::Semaphore) | None, _) => return None,
+        (Some(Native::ZkLock), None, _) => return None,
+        (Some(kind), Some(recipe), _) => native::uncontended(kind, recipe, &ctx.connect, ctx.server, &path, plan).await,
+        (None, _, Some(word)) => {
+            let command = format!("uncontended {word} {path} {} {} {}", plan.warm, plan.n, ms(plan.budget));
+            on_peer(ctx, client, command, None, plan.budget + Duration::from_secs(60)).await
+        }
+        (None, _, None) => return None,
+    })
+}
+
+async fn uncontended_row(ctx: &mut Ctx<'_>) {
+    let clients = ctx.opts.clients.clone();
+    let rounds = ctx.opts.rounds;
+    let cells: Vec<(usize, ClientId)> =
+        (0..UNCONTENDED.len()).flat_map(|case| clients.iter().map(move |c| (case, *c))).collect();
+    let mut totals: Vec<Option<Result<Measured, String>>> = cells.iter().map(|_| None).collect();
+    for round in 0..rounds {
+        let plan = round_plan(ctx.opts.plan, rounds, round);
+        for case in 0..UNCONTENDED.len() {
+            for client in turn(&clients, round) {
+                let i = cells.iter().position(|cell| *cell == (case, client)).unwrap_or_default();
+                if matches!(totals[i], Some(Err(_))) {
+                    continue;
+                }
+                if let Some(measured) = uncontended_once(ctx, client, case, plan).await {
+                    accumulate(&mut totals[i], measured);
+                }
+            }
+        }
+    }
+    for ((case, client), total) in cells.into_iter().zip(totals) {
+        let label = UNCONTENDED[case].0;
+        let record = match total {
+            Some(Ok(m)) => report::uncontended(client.name(), label, &m),
+            Some(Err(e)) => Record::failed("uncontended", label, client.name(), e),
+            None => continue,
+        };
+        log(
+            &record,
+            &format!(
+                "cycle p50 {:.0} µs, {:.2} requests/cycle",
+                record.get("cycle_p50_us").unwrap_or(f64::NAN),
+                record.get("requests_per_op").unwrap_or(f64::NAN)
+            ),
+        );
+        ctx.records.push(record);
+    }
+}
+
+async fn contended_row(ctx: &mut Ctx<'_>) {
+    let (warm, measure) = (ctx.opts.contended_warm, ctx.opts.contended_measure);
+    for sessions in ctx.opts.sessions.clone() {
+        for client in ctx.opts.clients.clone() {
+            let path = path_of(client, "contended", &format!("w{sessions}"));
+            let measured = match client.native() {
+                Some(kind) => native::contended(kind, &ctx.connect, ctx.server, &path, sessions, warm, measure).await,
+                None => {
+                    let command = format!("contended {path} {sessions} {} {}", ms(warm), ms(measure));
+                    on_peer(ctx, client, command, None, warm + measure + Duration::from_secs(90)).await
+                }
+            };
+            let record = match measured {
+                Ok(m) => report::contended(client.name(), sessions, &m),
+                Err(e) => Record::failed("contended", format!("W={sessions}"), client.name(), e),
+            };
+            log(
+                &record,
+                &format!(
+                    "{:.0} locks/s, {} violations",
+                    record.get("locks_per_s").unwrap_or(f64::NAN),
+                    record.get("violations").unwrap_or(f64::NAN)
+                ),
+            );
+            ctx.records.push(record);
+        }
+    }
+}
+
+async fn drain_row(ctx: &mut Ctx<'_>) {
+    let timeout = ctx.opts.drain_timeout;
+    for waiters in ctx.opts.drains.clone() {
+        for client in ctx.opts.clients.clone() {
+            let path = path_of(client, "drain", &format!("n{waiters}"));
+            let measured = match client.native() {
+                Some(kind) => native::drain(kind, &ctx.connect, ctx.server, &path, waiters, timeout).await,
+                None => {
+                    let command = format!("drain {path} {waiters} {}", ms(timeout));
+                    let queued = Queued {
+                        ephemerals: waiters as u64 + 1,
+                        watches: waiters as u64,
+                        timeout: timeout + Duration::from_secs(60),
+                    };
+                    on_peer(ctx, client, command, Some(queued), timeout * 2 + Duration::from_secs(120)).await
+                }
+            };
+            let record = match measured {
+                Ok(m) => report::drain(client.name(), waiters, &m),
+                Err(e) => Record::failed("drain", format!("N={waiters}"), client.name(), e),
+            };
+            log(
+                &record,
+                &format!(
+                    "{:.0} ms, {:.2} requests/hand-off",
+                    record.get("drain_ms").unwrap_or(f64::NAN),
+                    record.get("requests_per_op").unwrap_or(f64::NAN)
+                ),
+            );
+            ctx.records.push(record);
+        }
+    }
+}
+
+async fn memory_row(ctx: &mut Ctx<'_>) {
+    let timeout = ctx.opts.memory_timeout;
+    for client in ctx.opts.clients.clone() {
+        let Some(kind) = client.native() else { continue };
+        let root = format!("/bench/{}/memory", client.name());
+        for (paths, per_path) in ctx.opts.waiting.clone() {
+            let case = format!("waiting: {paths} paths x {per_path}");
+            let measured =
+                native::memory_waiting(kind, &ctx.connect, ctx.server, &root, (paths, per_path), timeout).await;
+            memory_record(ctx, client, case, measured);
+        }
+        let case = "held guards, one path each".to_owned();
+        let measured = native::memory_held(kind, &ctx.connect, ctx.server, &root, ctx.opts.held, timeout).await;
+        memory_record(ctx, client, case, measured);
+    }
+}
+
+fn memory_record(ctx: &mut Ctx<'_>, client: ClientId, case: String, measured: Result<Json, String>) {
+    let record = match measured {
+        Ok(result) => report::memory(client.name(), case, &result),
+        Err(e) => Record::failed("memory", case, client.name(), e),
+    };
+    log(&record, &format!("{:.0} bytes each", record.get("bytes_each").unwrap_or(f64::NAN)));
+    ctx.records.push(record);
+}
+
+fn read_first_line(path: &str) -> String {
+    std::fs::read_to_string(path).ok().and_then(|t| t.lines().next().map(str::to_owned)).unwrap_or_default()
+}
+
+/// The machine and software the numbers come from.
+fn machine(server: &TestingServer, data: &(PathBuf, bool)) -> Json {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name")?.split(':').nth(1).map(|s| s.trim().to_owned()))
+        .unwrap_or_else(|| "unknown".to_owned());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_kb: f64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:")?.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN);
+    let zk_version = server
+        .four_letter("mntr")
+        .ok()
+        .and_then(|t| t.lines().find_map(|l| l.strip_prefix("zk_version\t").map(str::to_owned)))
+        .unwrap_or_default();
+    let java = std::process::Command::new("java")
+        .arg("-version")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stderr).lines().next().map(str::to_owned))
+        .unwrap_or_default();
+    let package = |name: &str| {
+        std::process::Command::new("dpkg-query")
+            .args(["-W", "-f=${Version}", name])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_else(|| "unknown".to_owned())
+    };
+    Json::obj([
+        ("nproc", Json::Num(std::thread::available_parallelism().map_or(0, |n| n.get()) as f64)),
+        ("cpu", Json::str(cpu)),
+        ("memory_gib", Json::Num((mem_kb / 1024.0 / 1024.0 * 10.0).round() / 10.0)),
+        ("kernel", Json::str(read_first_line("/proc/sys/kernel/osrelease"))),
+        ("zookeeper", Json::str(zk_version)),
+        ("java", Json::str(java)),
+        ("curator_package", Json::str(package("libcurator-recipes-java"))),
+        ("kazoo_package", Json::str(package("python3-kazoo"))),
+        ("zookeeper_client_crate", Json::str("0.11.2")),
+        ("jvm_flags", Json::str(peer::JVM_FLAGS.join(" "))),
+        ("server_data_dir", Json::str(data.0.display().to_string())),
+        ("server_data_on_tmpfs", Json::Bool(data.1)),
+    ])
+}
+
+fn parameters(opts: &Opts) -> Json {
+    let list = |v: &[usize]| Json::Arr(v.iter().map(|n| Json::Num(*n as f64)).collect());
+    Json::obj([
+        ("quick", Json::Bool(opts.quick)),
+        ("warmup", Json::Num(opts.plan.warm as f64)),
+        ("cycles", Json::Num(opts.plan.n as f64)),
+        ("loop_budget_s", Json::Num(opts.plan.budget.as_secs_f64())),
+        ("contended_warm_s", Json::Num(opts.contended_warm.as_secs_f64())),
+        ("contended_measure_s", Json::Num(opts.contended_measure.as_secs_f64())),
+        ("contended_sessions", list(&opts.sessions)),
+        ("drain_waiters", list(&opts.drains)),
+        ("drain_timeout_s", Json::Num(opts.drain_timeout.as_secs_f64())),
+        ("memory_waiting_shapes", Json::Arr(opts.waiting.iter().map(|(p, n)| list(&[*p, *n])).collect())),
+        ("memory_held", Json::Num(opts.held as f64)),
+        ("rounds", Json::Num(opts.rounds as f64)),
+        ("server_warmup_iterations", Json::Num(opts.server_warmup as f64)),
+        ("session_timeout_s", Json::Num(native::SESSION_TIMEOUT.as_secs_f64())),
+    ])
+}

@@ -1,0 +1,340 @@
+//! The Curator (Java) and kazoo (Python) peers: separate processes that measure their own
+//! client and print raw samples as JSON, over the line protocol described in
+//! `benches/java/CuratorBench.java`.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::time::{timeout_at, Instant};
+
+use crate::json::Json;
+use crate::stats::{Counters, Requests};
+
+const JAVA_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/java/CuratorBench.java");
+const KAZOO_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/kazoo_bench.py");
+
+/// Jars from `/usr/share/java` (Debian `libcurator-recipes-java`, `zookeeper`); their manifests
+/// pull in the rest. The same list as the interop tests' peer.
+const CURATOR_JARS: &[&str] = &[
+    "curator-recipes.jar",
+    "curator-framework.jar",
+    "curator-client.jar",
+    "zookeeper.jar",
+    "zookeeper-jute.jar",
+    "guava.jar",
+    "slf4j-api.jar",
+];
+
+/// A long-running server JVM: the default (tiered C2) compiler, a fixed heap limit, the serial
+/// collector so that GC threads do not compete for the two cores, and small thread stacks for
+/// the thousand threads of the drain row.
+pub const JVM_FLAGS: &[&str] = &["-Xmx512m", "-Xss512k", "-XX:+UseSerialGC"];
+
+/// How long a peer may take to start and connect (a JVM start on a loaded machine).
+const START_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long a peer may take to clean up after a command.
+const CLEAN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A peer process, killed when dropped.
+pub struct Peer {
+    pub name: &'static str,
+    child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+    stderr: PathBuf,
+    /// Set when the protocol broke: the peer cannot take more commands.
+    broken: bool,
+}
+
+/// What to wait for between `armed` and `go`: the waiters of a drain must all be queued.
+#[derive(Debug, Clone, Copy)]
+pub struct Queued {
+    /// Ephemeral nodes that must exist beyond those at the start (holders and waiters).
+    pub ephemerals: u64,
+    /// Watches that must exist beyond those at the start (one per waiter).
+    pub watches: u64,
+    pub timeout: Duration,
+}
+
+/// The result of one peer command.
+pub struct Measured {
+    pub result: Json,
+    pub requests: Requests,
+    /// Whether the waiters were all queued before `go` (drain only; `true` otherwise).
+    pub queued: bool,
+}
+
+impl Measured {
+    /// Adds another round of the same measurement: samples are appended, operation counts,
+    /// durations and requests added up.
+    pub fn merge(&mut self, more: Measured) {
+        if let (Json::Obj(into), Json::Obj(from)) = (&mut self.result, more.result) {
+            for (key, value) in from {
+                match (into.get_mut(&key), value) {
+                    (Some(Json::Arr(a)), Json::Arr(b)) => a.extend(b),
+                    (Some(Json::Num(a)), Json::Num(b)) if key == "ops" || key == "elapsed_s" => *a += b,
+                    (None, value) => {
+                        into.insert(key, value);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        self.requests += more.requests;
+        self.queued &= more.queued;
+    }
+}
+
+impl Peer {
+    /// Compiles (once per source version) and starts the Curator peer.
+    pub async fn curator(connect: &str, work: &Path) -> Result<Peer, String> {
+        let dir = work.to_owned();
+        let classes = tokio::task::spawn_blocking(move || compile_curator(&dir)).await.map_err(|e| e.to_string())??;
+        let classpath = format!("{}:{}", classes.display(), curator_classpath()?);
+        let mut command = Command::new(jdk_tool("java"));
+        command.args(JVM_FLAGS).arg("-cp").arg(classpath).arg("CuratorBench").arg(connect);
+        Peer::start("curator", command, work).await
+    }
+
+    /// Starts the kazoo peer with a python3 that can import kazoo.
+    pub async fn kazoo(connect: &str, work: &Path) -> Result<Peer, String> {
+        let python = tokio::task::spawn_blocking(python_with_kazoo).await.map_err(|e| e.to_string())??;
+        let mut command = Command::new(python);
+        command.arg(KAZOO_SCRIPT).arg(connect);
+        Peer::start("kazoo", command, work).await
+    }
+
+    async fn start(name: &'static str, mut command: Command, work: &Path) -> Result<Peer, String> {
+        let logs = work.join("logs");
+        std::fs::create_dir_all(&logs).map_err(|e| format!("create {}: {e}", logs.display()))?;
+        let stderr = logs.join(format!("{name}.stderr"));
+        let file = std::fs::File::create(&stderr).map_err(|e| format!("create {}: {e}", stderr.display()))?;
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(file)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot start the {name} peer: {e}"))?;
+        let stdin = child.stdin.take().ok_or("no stdin")?;
+        let lines = BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
+        let mut peer = Peer { name, child, stdin, lines, stderr, broken: false };
+        peer.expect("ready", Instant::now() + START_TIMEOUT).await?;
+        Ok(peer)
+    }
+
+    /// Runs one command: send it, wait for `armed` (and for the queue, if asked), read the
+    /// counters, `go`, read the result and the counters again, `done`, wait for `clean`.
+    pub async fn measure(
+        &mut self,
+        command: &str,
+        server: SocketAddr,
+        queued: Option<Queued>,
+        run_timeout: Duration,
+    ) -> Result<Measured, String> {
+        if self.broken {
+            return Err(format!("the {} peer stopped answering earlier", self.name));
+        }
+        let base = Counters::read_async(server).await?;
+        self.send(command).await?;
+        match self.expect("armed", Instant::now() + run_timeout).await {
+            Ok(_) => {}
+            Err(error) => return Err(self.settle(error).await),
+        }
+        let mut all_queued = true;
+        if let Some(queued) = queued {
+            all_queued = wait_queued(server, &base, queued).await?;
+        }
+        let before = Counters::read_async(server).await?;
+        self.send("go").await?;
+        let line = match self.expect("result ", Instant::now() + run_timeout).await {
+            Ok(line) => line,
+            Err(error) => return Err(self.settle(error).await),
+        };
+        let after = Counters::read_async(server).await?;
+        self.send("done").await?;
+        self.expect("clean", Instant::now() + CLEAN_TIMEOUT).await?;
+        let result = Json::parse(&line).map_err(|e| format!("bad result from the {} peer: {e}", self.name))?;
+        Ok(Measured { result, requests: after.since(&before), queued: all_queued })
+    }
+
+    /// After a failed command, reads on to the peer's `clean` so it can take the next one.
+    async fn settle(&mut self, error: String) -> String {
+        if !self.broken && self.expect("clean", Instant::now() + CLEAN_TIMEOUT).await.is_err() {
+            self.broken = true;
+        }
+        error
+    }
+
+    async fn send(&mut self, line: &str) -> Result<(), String> {
+        let written = async {
+            self.stdin.write_all(format!("{line}\n").as_bytes()).await?;
+            self.stdin.flush().await
+        };
+        written.await.map_err(|e| {
+            self.broken = true;
+            format!("the {} peer did not take `{line}`: {e}{}", self.name, self.stderr_tail())
+        })
+    }
+
+    /// Reads lines until one starting with `prefix` and returns the rest of it. An `error` line
+    /// is returned as the error.
+    async fn expect(&mut self, prefix: &str, deadline: Instant) -> Result<String, String> {
+        loop {
+            let line = match timeout_at(deadline, self.lines.next_line()).await {
+                Ok(Ok(Some(line))) => line,
+                Ok(Ok(None)) => {
+                    self.broken = true;
+                    return Err(format!("the {} peer exited{}", self.name, self.stderr_tail()));
+                }
+                Ok(Err(e)) => {
+                    self.broken = true;
+                    return Err(format!("cannot read the {} peer: {e}", self.name));
+                }
+                Err(_) => {
+                    self.broken = true;
+                    return Err(format!("the {} peer printed no `{prefix}` in time{}", self.name, self.stderr_tail()));
+                }
+            };
+            if let Some(rest) = line.strip_prefix(prefix) {
+                return Ok(rest.to_owned());
+            }
+            if let Some(message) = line.strip_prefix("error ") {
+                return Err(format!("{} peer: {message}", self.name));
+            }
+        }
+    }
+
+    fn stderr_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(15)..].join("\n");
+        if tail.is_empty() {
+            String::new()
+        } else {
+            format!("; its stderr ({}) ends with:\n{tail}", self.stderr.display())
+        }
+    }
+
+    /// Asks the peer to exit, and kills it if it does not within a few seconds.
+    pub async fn quit(mut self) {
+        if !self.broken {
+            let _ = self.send("quit").await;
+        }
+        if tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await.is_err() {
+            let _ = self.child.start_kill();
+            let _ = self.child.wait().await;
+        }
+    }
+}
+
+/// Waits until the server shows `queued` more ephemeral nodes and watches than `base`. `false`
+/// if it did not within the timeout (the measurement then goes on, flagged).
+pub async fn wait_queued(server: SocketAddr, base: &Counters, queued: Queued) -> Result<bool, String> {
+    let deadline = Instant::now() + queued.timeout;
+    loop {
+        let now = Counters::read_async(server).await?;
+        if now.ephemerals >= base.ephemerals + queued.ephemerals && now.watches >= base.watches + queued.watches {
+            // The last waiter's watch reply may still be on its way back to it.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            return Ok(true);
+        }
+        if Instant::now() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Classpath with Curator 5.4 and ZooKeeper 3.8: `$CURATOR_CLASSPATH`, else the Debian jars.
+fn curator_classpath() -> Result<String, String> {
+    if let Some(classpath) = std::env::var("CURATOR_CLASSPATH").ok().filter(|c| !c.is_empty()) {
+        return Ok(classpath);
+    }
+    let dir = Path::new("/usr/share/java");
+    let missing: Vec<_> = CURATOR_JARS.iter().filter(|jar| !dir.join(jar).is_file()).collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "missing {missing:?} in {}: install `libcurator-recipes-java` and `zookeeper` \
+             (scripts/install-deps), or set CURATOR_CLASSPATH",
+            dir.display()
+        ));
+    }
+    let mut jars: Vec<String> = CURATOR_JARS.iter().map(|jar| format!("{}/{jar}", dir.display())).collect();
+    if dir.join("slf4j-nop.jar").is_file() {
+        jars.push(format!("{}/slf4j-nop.jar", dir.display()));
+    }
+    Ok(jars.join(":"))
+}
+
+/// `java` or `javac` from `PATH`, else from `$JAVA_HOME/bin`.
+fn jdk_tool(name: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let home = std::env::var_os("JAVA_HOME").filter(|h| !h.is_empty()).map(|h| Path::new(&h).join("bin"));
+    std::env::split_paths(&path)
+        .chain(home)
+        .map(|dir| dir.join(name))
+        .find(|tool| tool.is_file())
+        .unwrap_or_else(|| name.into())
+}
+
+/// Compiles the peer into `<work>/java/<hash of source and classpath>` unless already there.
+fn compile_curator(work: &Path) -> Result<PathBuf, String> {
+    let source = std::fs::read(JAVA_SOURCE).map_err(|e| format!("read {JAVA_SOURCE}: {e}"))?;
+    let classpath = curator_classpath()?;
+    let mut hasher = DefaultHasher::new();
+    (&source, &classpath).hash(&mut hasher);
+    let classes = work.join("java").join(format!("{:016x}", hasher.finish()));
+    if classes.join("CuratorBench.class").is_file() {
+        return Ok(classes);
+    }
+    let staging = work.join("java").join(format!("staging-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir_all(&staging).map_err(|e| format!("create {}: {e}", staging.display()))?;
+    let output = std::process::Command::new(jdk_tool("javac"))
+        .args(["-Xlint:all,-path", "-encoding", "UTF-8", "-d"])
+        .arg(&staging)
+        .arg("-cp")
+        .arg(&classpath)
+        .arg(JAVA_SOURCE)
+        .output()
+        .map_err(|e| format!("cannot run javac (install a JDK, see scripts/install-deps): {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "javac {JAVA_SOURCE} failed:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    if std::fs::rename(&staging, &classes).is_err() {
+        let _ = std::fs::remove_dir_all(&staging);
+        if !classes.join("CuratorBench.class").is_file() {
+            return Err(format!("cannot move the compiled peer into {}", classes.display()));
+        }
+    }
+    Ok(classes)
+}
+
+/// `$KAZOO_PYTHON`, else Debian's `/usr/bin/python3` (where `python3-kazoo` lives, even when
+/// another python3 comes first in `PATH`), else `python3`: the first that can import kazoo.
+fn python_with_kazoo() -> Result<String, String> {
+    let candidates = std::env::var("KAZOO_PYTHON").into_iter().chain(["/usr/bin/python3".into(), "python3".into()]);
+    candidates
+        .into_iter()
+        .find(|python| {
+            std::process::Command::new(python)
+                .args(["-c", "import kazoo"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|status| status.success())
+        })
+        .ok_or_else(|| {
+            "no python3 can import kazoo: install `python3-kazoo` (scripts/install-deps) or set KAZOO_PYTHON".to_owned()
+        })
+}

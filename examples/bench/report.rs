@@ -1,0 +1,637 @@
+//! Turning raw measurements into records, tables, target checks and the JSON report.
+
+use std::collections::BTreeMap;
+
+use crate::json::Json;
+use crate::peer::Measured;
+use crate::stats::{Requests, Summary};
+
+/// One measured cell of the report: a case of a section, for one client.
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub section: &'static str,
+    pub case: String,
+    pub client: &'static str,
+    pub metrics: BTreeMap<String, f64>,
+    /// Why the cell is empty, or a caveat.
+    pub note: Option<String>,
+}
+
+impl Record {
+    pub fn new(section: &'static str, case: impl Into<String>, client: &'static str) -> Record {
+        Record { section, case: case.into(), client, metrics: BTreeMap::new(), note: None }
+    }
+
+    pub fn failed(section: &'static str, case: impl Into<String>, client: &'static str, why: String) -> Record {
+        Record { note: Some(why), ..Record::new(section, case, client) }
+    }
+
+    fn set(&mut self, key: impl Into<String>, value: f64) {
+        self.metrics.insert(key.into(), value);
+    }
+
+    fn summary(&mut self, prefix: &str, summary: Summary) {
+        self.set(format!("{prefix}_p50_us"), summary.p50);
+        self.set(format!("{prefix}_p99_us"), summary.p99);
+        self.set(format!("{prefix}_mean_us"), summary.mean);
+        self.set(format!("{prefix}_max_us"), summary.max);
+    }
+
+    fn requests(&mut self, requests: Requests, per: f64) {
+        if per > 0.0 {
+            self.set("requests_per_op", requests.packets as f64 / per);
+            self.set("writes_per_op", requests.writes as f64 / per);
+            self.set("reads_per_op", requests.reads as f64 / per);
+        }
+    }
+
+    pub fn get(&self, key: &str) -> Option<f64> {
+        self.metrics.get(key).copied()
+    }
+
+    pub fn to_json(&self) -> Json {
+        let mut map: BTreeMap<String, Json> = self.metrics.iter().map(|(k, v)| (k.clone(), Json::Num(*v))).collect();
+        map.insert("section".into(), Json::str(self.section));
+        map.insert("case".into(), Json::str(self.case.clone()));
+        map.insert("client".into(), Json::str(self.client));
+        if let Some(note) = &self.note {
+            map.insert("note".into(), Json::str(note.clone()));
+        }
+        Json::Obj(map)
+    }
+}
+
+pub fn floor(client: &'static str, m: &Measured) -> Record {
+    let mut record = Record::new("floor", "raw ops", client);
+    let create = m.result.nums("create_us");
+    let delete = m.result.nums("delete_us");
+    let both: Vec<f64> = create.iter().zip(&delete).map(|(c, d)| c + d).collect();
+    let ops = m.result.num("ops").unwrap_or(0.0);
+    record.set("n", ops);
+    record.summary("create", Summary::of(&create));
+    record.summary("delete", Summary::of(&delete));
+    record.summary("create_delete", Summary::of(&both));
+    record.summary("list", Summary::of(&m.result.nums("list_us")));
+    let pipelined = m.result.nums("create_list_pipelined_us");
+    let mut requests = m.requests;
+    if !pipelined.is_empty() {
+        record.summary("create_list_pipelined", Summary::of(&pipelined));
+        record.summary("watch_delete_pipelined", Summary::of(&m.result.nums("watch_delete_pipelined_us")));
+        // Take off the pipelined pair, the watch on its node and its delete (2 writes, 2 reads)
+        // so that req/iter counts create + delete + list for every client.
+        let extra = ops as u64;
+        requests.writes = requests.writes.saturating_sub(2 * extra);
+        requests.reads = requests.reads.saturating_sub(2 * extra);
+        requests.packets = requests.packets.saturating_sub(4 * extra);
+    }
+    record.requests(requests, ops);
+    record
+}
+
+pub fn uncontended(client: &'static str, case: &str, m: &Measured) -> Record {
+    let mut record = Record::new("uncontended", case, client);
+    let ops = m.result.num("ops").unwrap_or(0.0);
+    let elapsed = m.result.num("elapsed_s").unwrap_or(f64::NAN);
+    record.set("n", ops);
+    record.summary("acquire", Summary::of(&m.result.nums("acquire_us")));
+    record.summary("cycle", Summary::of(&m.result.nums("cycle_us")));
+    record.set("ops_per_s", ops / elapsed);
+    record.requests(m.requests, ops);
+    record
+}
+
+pub fn contended(client: &'static str, sessions: usize, m: &Measured) -> Record {
+    let mut record = Record::new("contended", format!("W={sessions}"), client);
+    let waits = m.result.nums("wait_us");
+    let measured = m.result.num("grants_measured").unwrap_or(waits.len() as f64);
+    let total = m.result.num("grants_total").unwrap_or(0.0);
+    let seconds = m.result.num("measure_s").unwrap_or(f64::NAN);
+    record.set("sessions", sessions as f64);
+    record.set("locks_per_s", measured / seconds);
+    record.set("grants", measured);
+    record.set("grants_total", total);
+    record.summary("wait", Summary::of(&waits));
+    record.set("violations", m.result.num("violations").unwrap_or(f64::NAN));
+    record.set("max_holders", m.result.num("max_holders").unwrap_or(f64::NAN));
+    // Requests are counted over warm-up and measurement, so per grant of both.
+    record.requests(m.requests, total);
+    record
+}
+
+pub fn drain(client: &'static str, waiters: usize, m: &Measured) -> Record {
+    let mut record = Record::new("drain", format!("N={waiters}"), client);
+    let completed = m.result.num("completed").unwrap_or(0.0);
+    let seconds = m.result.num("drain_s").unwrap_or(f64::NAN);
+    record.set("waiters", waiters as f64);
+    record.set("completed", completed);
+    record.set("drain_ms", seconds * 1000.0);
+    record.set("handoffs_per_s", completed / seconds);
+    record.set("violations", m.result.num("violations").unwrap_or(f64::NAN));
+    record.requests(m.requests, completed);
+    let mut notes = Vec::new();
+    if completed < waiters as f64 {
+        notes.push(format!("only {completed} of {waiters} waiters got the lock in time"));
+    }
+    if !m.queued {
+        notes.push("not every waiter was queued when the drain started".to_owned());
+    }
+    if !notes.is_empty() {
+        record.note = Some(notes.join("; "));
+    }
+    record
+}
+
+pub fn memory(client: &'static str, case: String, result: &Json) -> Record {
+    let mut record = Record::new("memory", case, client);
+    for key in ["count", "bytes_each", "setup_s"] {
+        if let Some(value) = result.num(key) {
+            record.set(key, value);
+        }
+    }
+    if result.get("complete") == Some(&Json::Bool(false)) {
+        record.note = Some("setup incomplete in time: read anyway".to_owned());
+    }
+    record
+}
+
+// ---- tables ----------------------------------------------------------------------------------
+
+fn fmt(value: Option<f64>, decimals: usize) -> String {
+    match value {
+        Some(v) if v.is_finite() => format!("{v:.decimals$}"),
+        _ => "-".to_owned(),
+    }
+}
+
+/// `4.00 (2.00w + 2.00r)`.
+fn fmt_requests(record: &Record) -> String {
+    match (record.get("requests_per_op"), record.get("writes_per_op"), record.get("reads_per_op")) {
+        (Some(all), Some(w), Some(r)) => format!("{all:.2} ({w:.2}w+{r:.2}r)"),
+        _ => "-".to_owned(),
+    }
+}
+
+fn print_table(title: &str, header: &[&str], rows: Vec<Vec<String>>) {
+    if rows.is_empty() {
+        return;
+    }
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    println!("\n{title}");
+    let line = |cells: Vec<String>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| if i < 2 { format!("{c:<w$}", w = widths[i]) } else { format!("{c:>w$}", w = widths[i]) })
+            .collect();
+        println!("  {}", padded.join("  ").trim_end());
+    };
+    line(header.iter().map(|h| (*h).to_owned()).collect());
+    line(widths.iter().map(|w| "-".repeat(*w)).collect());
+    for row in rows {
+        line(row);
+    }
+}
+
+/// A row of dashes with the reason in the last (note) column.
+fn failed_row(record: &Record, columns: usize) -> Vec<String> {
+    let mut row = vec![record.case.clone(), record.client.to_owned()];
+    row.resize(columns - 1, "-".to_owned());
+    let why = record.note.as_deref().unwrap_or("?").lines().next().unwrap_or("");
+    let short: String = why.chars().take(100).collect();
+    row.push(format!("failed: {short}"));
+    row
+}
+
+fn note(record: &Record) -> String {
+    record.note.clone().unwrap_or_default()
+}
+
+pub fn print_tables(records: &[Record]) {
+    let section = |name: &'static str| records.iter().filter(move |r| r.section == name);
+    let failed = |r: &Record| r.metrics.is_empty();
+
+    let header = [
+        "",
+        "client",
+        "n",
+        "create p50",
+        "create p99",
+        "delete p50",
+        "create+delete p50",
+        "list p50",
+        "list p99",
+        "create+list pipelined p50",
+        "watch+delete pipelined p50",
+        "req/iter",
+        "note",
+    ];
+    let rows = section("floor")
+        .map(|r| {
+            if failed(r) {
+                return failed_row(r, header.len());
+            }
+            vec![
+                String::new(),
+                r.client.to_owned(),
+                fmt(r.get("n"), 0),
+                fmt(r.get("create_p50_us"), 0),
+                fmt(r.get("create_p99_us"), 0),
+                fmt(r.get("delete_p50_us"), 0),
+                fmt(r.get("create_delete_p50_us"), 0),
+                fmt(r.get("list_p50_us"), 0),
+                fmt(r.get("list_p99_us"), 0),
+                fmt(r.get("create_list_pipelined_p50_us"), 0),
+                fmt(r.get("watch_delete_pipelined_p50_us"), 0),
+                fmt_requests(r),
+                note(r),
+            ]
+        })
+        .collect();
+    print_table("floor: raw requests on one session (latency in µs; req/iter = create + delete + list)", &header, rows);
+
+    let header = [
+        "case",
+        "client",
+        "n",
+        "acquire p50",
+        "acquire p99",
+        "cycle p50",
+        "cycle p99",
+        "cycles/s",
+        "req/cycle",
+        "note",
+    ];
+    let rows = section("uncontended")
+        .map(|r| {
+            if failed(r) {
+                return failed_row(r, header.len());
+            }
+            vec![
+                r.case.clone(),
+                r.client.to_owned(),
+                fmt(r.get("n"), 0),
+                fmt(r.get("acquire_p50_us"), 0),
+                fmt(r.get("acquire_p99_us"), 0),
+                fmt(r.get("cycle_p50_us"), 0),
+                fmt(r.get("cycle_p99_us"), 0),
+                fmt(r.get("ops_per_s"), 0),
+                fmt_requests(r),
+                note(r),
+            ]
+        })
+        .collect();
+    print_table(
+        "uncontended: acquire + release on one session, nobody else around (latency in µs; req = server packets)",
+        &header,
+        rows,
+    );
+
+    let header =
+        ["W", "client", "locks/s", "wait p50", "wait p99", "grants", "req/grant", "violations", "max holders", "note"];
+    let rows = section("contended")
+        .map(|r| {
+            if failed(r) {
+                return failed_row(r, header.len());
+            }
+            vec![
+                r.case.clone(),
+                r.client.to_owned(),
+                fmt(r.get("locks_per_s"), 0),
+                fmt(r.get("wait_p50_us"), 0),
+                fmt(r.get("wait_p99_us"), 0),
+                fmt(r.get("grants"), 0),
+                fmt_requests(r),
+                fmt(r.get("violations"), 0),
+                fmt(r.get("max_holders"), 0),
+                note(r),
+            ]
+        })
+        .collect();
+    print_table(
+        "contended mutex: W sessions loop on one path, zero hold time (wait in µs; req counted over warm-up too)",
+        &header,
+        rows,
+    );
+
+    let header = ["N", "client", "completed", "drain ms", "hand-offs/s", "req/hand-off", "violations", "note"];
+    let rows = section("drain")
+        .map(|r| {
+            if failed(r) {
+                return failed_row(r, header.len());
+            }
+            vec![
+                r.case.clone(),
+                r.client.to_owned(),
+                fmt(r.get("completed"), 0),
+                fmt(r.get("drain_ms"), 1),
+                fmt(r.get("handoffs_per_s"), 0),
+                fmt_requests(r),
+                fmt(r.get("violations"), 0),
+                note(r),
+            ]
+        })
+        .collect();
+    print_table("queue drain: N waiters queued on one session, then released one after the other", &header, rows);
+
+    let header = ["case", "client", "count", "bytes each", "setup s", "note"];
+    let rows = section("memory")
+        .map(|r| {
+            if failed(r) {
+                return failed_row(r, header.len());
+            }
+            vec![
+                r.case.clone(),
+                r.client.to_owned(),
+                fmt(r.get("count"), 0),
+                fmt(r.get("bytes_each"), 0),
+                fmt(r.get("setup_s"), 1),
+                note(r),
+            ]
+        })
+        .collect();
+    print_table(
+        "memory: bytes this process holds per waiting acquisition / per held guard (counting allocator)",
+        &header,
+        rows,
+    );
+}
+
+// ---- targets -----------------------------------------------------------------------------------
+
+/// One goal of the issue, checked within this run.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub name: String,
+    pub ours: Option<f64>,
+    pub theirs: Option<f64>,
+    /// `ours / theirs`, or the value itself for absolute goals.
+    pub value: Option<f64>,
+    pub goal: String,
+    pub pass: Option<bool>,
+}
+
+impl Target {
+    pub fn to_json(&self) -> Json {
+        let num = |v: Option<f64>| v.map_or(Json::Null, Json::Num);
+        Json::obj([
+            ("name", Json::str(self.name.clone())),
+            ("ours", num(self.ours)),
+            ("theirs", num(self.theirs)),
+            ("value", num(self.value)),
+            ("goal", Json::str(self.goal.clone())),
+            ("pass", self.pass.map_or(Json::Null, Json::Bool)),
+        ])
+    }
+}
+
+fn find(records: &[Record], section: &str, case: &str, client: &str, key: &str) -> Option<f64> {
+    records.iter().find(|r| r.section == section && r.case == case && r.client == client)?.get(key)
+}
+
+/// `ours / theirs` must be at most (`upper`) or at least (`!upper`) `limit`.
+fn ratio(name: &str, ours: Option<f64>, theirs: Option<f64>, limit: f64, upper: bool) -> Target {
+    let value = ours.zip(theirs).map(|(a, b)| a / b);
+    Target {
+        name: name.to_owned(),
+        ours,
+        theirs,
+        value,
+        goal: format!("{} {limit}x", if upper { "<=" } else { ">=" }),
+        pass: value.map(|v| if upper { v <= limit } else { v >= limit }),
+    }
+}
+
+pub fn targets(records: &[Record]) -> Vec<Target> {
+    let f = |section, case, client, key| find(records, section, case, client, key);
+    let ours_cycle = f("uncontended", "mutex", "zk-lock", "cycle_p50_us");
+    let mut out = vec![
+        ratio(
+            "uncontended mutex cycle p50 vs Curator InterProcessMutex",
+            ours_cycle,
+            f("uncontended", "mutex", "curator", "cycle_p50_us"),
+            0.6,
+            true,
+        ),
+        ratio(
+            "uncontended mutex cycle p50 vs zookeeper-client Client::lock",
+            ours_cycle,
+            f("uncontended", "mutex", "zookeeper-client", "cycle_p50_us"),
+            0.8,
+            true,
+        ),
+        ratio(
+            "uncontended mutex cycle p50, guard dropped (delete in background), vs one raw create",
+            f("uncontended", "mutex, drop guard", "zk-lock", "cycle_p50_us"),
+            f("floor", "raw ops", "zk-lock", "create_p50_us"),
+            1.2,
+            true,
+        ),
+        ratio(
+            "uncontended mutex cycle p50, release awaited, vs raw create + delete",
+            ours_cycle,
+            f("floor", "raw ops", "zk-lock", "create_delete_p50_us"),
+            1.2,
+            true,
+        ),
+    ];
+    out.push(Target {
+        name: "(info) uncontended mutex acquire p50 vs raw create + list back to back".to_owned(),
+        ours: f("uncontended", "mutex", "zk-lock", "acquire_p50_us"),
+        theirs: f("floor", "raw ops", "zk-lock", "create_list_pipelined_p50_us"),
+        value: f("uncontended", "mutex", "zk-lock", "acquire_p50_us")
+            .zip(f("floor", "raw ops", "zk-lock", "create_list_pipelined_p50_us"))
+            .map(|(a, b)| a / b),
+        goal: "info".to_owned(),
+        pass: None,
+    });
+    let release = f("uncontended", "mutex", "zk-lock", "cycle_p50_us")
+        .zip(f("uncontended", "mutex", "zk-lock", "acquire_p50_us"))
+        .map(|(cycle, acquire)| cycle - acquire);
+    let watched_delete = f("floor", "raw ops", "zk-lock", "watch_delete_pipelined_p50_us");
+    out.push(Target {
+        name: "(info) uncontended mutex release (cycle - acquire p50) vs raw watch + delete back to back".to_owned(),
+        ours: release,
+        theirs: watched_delete,
+        value: release.zip(watched_delete).map(|(a, b)| a / b),
+        goal: "info".to_owned(),
+        pass: None,
+    });
+    let writes = f("uncontended", "mutex", "zk-lock", "writes_per_op");
+    let reads = f("uncontended", "mutex", "zk-lock", "reads_per_op");
+    out.push(Target {
+        name: "writes per uncontended mutex cycle (server counter)".to_owned(),
+        ours: writes,
+        theirs: None,
+        value: writes,
+        goal: "exactly 2".to_owned(),
+        // Pings of idle sessions land in the read counter, never in the write counter.
+        pass: writes.map(|w| (w - 2.0).abs() < 0.02),
+    });
+    out.push(Target {
+        name: "reads per uncontended mutex cycle (server counter)".to_owned(),
+        ours: reads,
+        theirs: None,
+        value: reads,
+        goal: "<= 2".to_owned(),
+        // A ping or two of the other, idle sessions may fall in the window.
+        pass: reads.map(|r| r <= 2.02),
+    });
+    out.push(ratio(
+        "contended W=8 locks/s vs Curator",
+        f("contended", "W=8", "zk-lock", "locks_per_s"),
+        f("contended", "W=8", "curator", "locks_per_s"),
+        2.0,
+        false,
+    ));
+    out.push(ratio(
+        "contended W=8 locks/s vs zookeeper-client",
+        f("contended", "W=8", "zk-lock", "locks_per_s"),
+        f("contended", "W=8", "zookeeper-client", "locks_per_s"),
+        1.0,
+        false,
+    ));
+    let per_handoff = f("drain", "N=1000", "zk-lock", "requests_per_op");
+    out.push(Target {
+        name: "queue drain N=1000: requests per hand-off".to_owned(),
+        ours: per_handoff,
+        theirs: None,
+        value: per_handoff,
+        goal: "<= 1".to_owned(),
+        pass: per_handoff.map(|r| r <= 1.0),
+    });
+    out.push(ratio(
+        "queue drain N=1000: drain time vs Curator",
+        f("drain", "N=1000", "zk-lock", "drain_ms"),
+        f("drain", "N=1000", "curator", "drain_ms"),
+        0.5,
+        true,
+    ));
+    out
+}
+
+/// Prints the targets; `per_run` (one list per target, same order) adds the value of each run.
+pub fn print_targets(targets: &[Target], per_run: Option<&[Vec<Option<f64>>]>) {
+    let rows = targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let mut row = vec![
+                t.name.clone(),
+                t.goal.clone(),
+                fmt(t.ours, 2),
+                fmt(t.theirs, 2),
+                fmt(t.value, 2),
+                match t.pass {
+                    Some(true) => "met".to_owned(),
+                    Some(false) => "MISSED".to_owned(),
+                    None if t.goal == "info" => String::new(),
+                    None => "not measured".to_owned(),
+                },
+            ];
+            if let Some(per_run) = per_run {
+                let values: Vec<String> = per_run.iter().map(|run| fmt(run.get(i).copied().flatten(), 2)).collect();
+                row.push(values.join(" "));
+            }
+            row
+        })
+        .collect();
+    let mut header = vec!["target", "goal", "zk-lock", "other", "value", "verdict"];
+    let title = if per_run.is_some() {
+        header.push("value in each run");
+        "targets (medians of the runs; value = zk-lock / other, or the value itself)"
+    } else {
+        "targets (ratios within this run, same server; value = zk-lock / other, or the value itself)"
+    };
+    print_table(title, &header, rows);
+}
+
+// ---- medians of several runs ----------------------------------------------------------------
+
+/// Reads the records of a JSON report written by this program.
+pub fn records_of(report: &Json) -> Result<Vec<Record>, String> {
+    let Some(Json::Arr(items)) = report.get("records") else {
+        return Err("no `records` array: not a report of this benchmark".to_owned());
+    };
+    let text = |item: &Json, key: &str| match item.get(key) {
+        Some(Json::Str(s)) => s.clone(),
+        _ => String::new(),
+    };
+    let mut records = Vec::new();
+    for item in items {
+        let section = match text(item, "section").as_str() {
+            "floor" => "floor",
+            "uncontended" => "uncontended",
+            "contended" => "contended",
+            "drain" => "drain",
+            "memory" => "memory",
+            other => return Err(format!("unknown section `{other}`")),
+        };
+        let client = match text(item, "client").as_str() {
+            "zk-lock" => "zk-lock",
+            "zookeeper-client" => "zookeeper-client",
+            "curator" => "curator",
+            "kazoo" => "kazoo",
+            other => return Err(format!("unknown client `{other}`")),
+        };
+        let mut record = Record::new(section, text(item, "case"), client);
+        if let Json::Obj(map) = item {
+            for (key, value) in map {
+                if let Json::Num(n) = value {
+                    record.set(key.clone(), *n);
+                }
+            }
+        }
+        let note = text(item, "note");
+        record.note = (!note.is_empty()).then_some(note);
+        records.push(record);
+    }
+    Ok(records)
+}
+
+/// One record per cell of the runs: the median of each metric over the runs that measured it.
+pub fn median_records(runs: &[Vec<Record>]) -> Vec<Record> {
+    let mut out: Vec<Record> = Vec::new();
+    for record in runs.iter().flatten() {
+        if out.iter().any(|r| r.section == record.section && r.case == record.case && r.client == record.client) {
+            continue;
+        }
+        let same: Vec<&Record> = runs
+            .iter()
+            .flatten()
+            .filter(|r| r.section == record.section && r.case == record.case && r.client == record.client)
+            .collect();
+        let mut merged = Record::new(record.section, record.case.clone(), record.client);
+        let keys: std::collections::BTreeSet<&String> = same.iter().flat_map(|r| r.metrics.keys()).collect();
+        for key in keys {
+            let values: Vec<f64> = same.iter().filter_map(|r| r.get(key)).collect();
+            merged.set(key.clone(), median(&values));
+        }
+        let mut notes: Vec<String> = same.iter().filter_map(|r| r.note.clone()).collect();
+        notes.dedup();
+        if !notes.is_empty() {
+            let measured = same.iter().filter(|r| !r.metrics.is_empty()).count();
+            merged.note = Some(format!("{} ({measured} of {} runs measured)", notes.join("; "), same.len()));
+        }
+        out.push(merged);
+    }
+    out
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    }
+}
