@@ -120,11 +120,14 @@ async fn attempt(
 ) -> std::result::Result<(String, i64), Failed> {
     let (name, token, mut children) = join_queue(zk, spec, pending).await?;
     loop {
-        let nodes = sorted_nodes(children, spec.rules.names);
-        let Some(ours) = nodes.iter().position(|node| node.name == name) else {
-            return Err(Failed::NodeVanished);
+        // Only the nodes ahead are kept while we wait, not the whole listing.
+        let blockers = {
+            let nodes = sorted_nodes(children, spec.rules.names);
+            let Some(ours) = nodes.iter().position(|node| node.name == name) else {
+                return Err(Failed::NodeVanished);
+            };
+            (spec.rules.blockers)(&nodes, ours)
         };
-        let blockers = (spec.rules.blockers)(&nodes, ours);
         if blockers.is_empty() {
             return Ok((format!("{}/{name}", spec.path), token));
         }
