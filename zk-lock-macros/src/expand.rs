@@ -118,10 +118,13 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> TokenStream {
     let error_at_return = Ident::new("__zk_lock_error", Span::mixed_site().located_at(at_return));
     let lock_error = quote_spanned!(at_return=> ::zk_lock::__private::lock_error(#error_at_return));
 
+    let declare = declarations(args);
+
     quote! {
         #(#outer)*
         #vis #sig {
             #(#inner)*
+            #declare
             let #path = #render;
             let #outcome = match #lock.#acquire.await {
                 ::core::result::Result::Ok(#guard) => {
@@ -145,6 +148,27 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> TokenStream {
             }
         }
     }
+}
+
+/// Registers the templates at link time for `zk_lock::declared()`. Items inside the body work for
+/// free functions and methods alike.
+fn declarations(args: &Args) -> TokenStream {
+    let kind = match args.kind {
+        Kind::Mutex | Kind::Multi => "mutex",
+        Kind::Read => "read",
+        Kind::Write => "write",
+        Kind::Semaphore if matches!(args.permits, None | Some(1)) => "semaphore-mutex",
+        Kind::Semaphore => "semaphore",
+    };
+    let each = args.paths.iter().map(|path| {
+        let template = &path.literal;
+        quote! {
+            ::zk_lock::__private::inventory::submit! {
+                ::zk_lock::__private::Declaration::new(#template, #kind, ::core::file!(), ::core::line!())
+            }
+        }
+    });
+    quote!(#(#each)*)
 }
 
 /// `Template::new().lit("/product_").value("id", &id).finish()`, located at the path literal:
@@ -238,7 +262,11 @@ mod tests {
             r#"path = "/a", client = "c", on_lost = "ignore""#,
             "async fn f() -> Result<impl Display, E> { #![allow(unused)] Ok(1) }",
         );
-        assert!(out.contains("-> Result < impl Display , E > { # ! [allow (unused)] let __zk_lock_path"), "{out}");
+        assert!(out.contains("-> Result < impl Display , E > { # ! [allow (unused)] :: zk_lock"), "{out}");
+        assert!(
+            out.contains(":: Declaration :: new (\"/a\" , \"read\" , :: core :: file ! () , :: core :: line ! ())"),
+            "{out}"
+        );
         assert!(out.contains("None :: < Result < _ , E > >"), "{out}");
         assert!(out.contains(". client (\"c\") . read (__zk_lock_path)"), "{out}");
         assert!(out.contains(":: zk_lock :: __private :: ignore_lost (__zk_lock_body)"), "{out}");

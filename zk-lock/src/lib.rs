@@ -43,6 +43,9 @@
 //! # #[derive(Debug)] struct AppError;
 //! # impl From<zk_lock::Error> for AppError { fn from(_: zk_lock::Error) -> Self { AppError } }
 //! async fn reduce_stock(db: &Db, id: u64) -> Result<(), AppError> {
+//!     ::zk_lock::__private::inventory::submit! {
+//!         ::zk_lock::__private::Declaration::new("/product_<id>", "mutex", ::core::file!(), ::core::line!())
+//!     }
 //!     let __zk_lock_path =
 //!         ::zk_lock::__private::Template::new().lit("/product_").value("id", &id).finish();
 //!     let __zk_lock_outcome =
@@ -78,6 +81,9 @@
 //!
 //! Step by step:
 //!
+//! 0. The template is registered at link time with its recipe and location, for
+//!    [`declared()`] and [`check_declared()`], which report the same template used by different
+//!    recipes and templates nested under each other (Curator Tech Note 7).
 //! 1. The path is rendered from the parameters with `Display` before anything else. A value that
 //!    would change the shape of the path (empty, `.`, `..`, containing `/` or control characters)
 //!    makes the call return [`Error::InvalidPath`]; it never selects another lock.
@@ -101,6 +107,7 @@
 
 mod background;
 mod client;
+mod declared;
 mod engine;
 mod error;
 mod guard;
@@ -128,6 +135,7 @@ pub mod testing;
 pub mod __private;
 
 pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
+pub use declared::{check_declared, declared, Conflict, Declaration};
 pub use error::{Error, LostReason, Result};
 pub use holder::HolderDescription;
 pub use multi_lock::*;

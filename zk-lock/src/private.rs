@@ -14,6 +14,9 @@ use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
 
+pub use inventory;
+
+pub use crate::declared::Declaration;
 use crate::error::{Error, Result};
 use crate::multi_lock::{MultiGuard, MultiLock};
 use crate::mutex::{Mutex, MutexGuard};

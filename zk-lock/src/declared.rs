@@ -1,0 +1,158 @@
+//! The lock templates of every annotated function in the program, collected at link time, and
+//! the conflicts between them that no single function can see.
+
+use std::fmt;
+
+/// One lock template used by an annotated function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Declaration {
+    /// The path template, as written: `/product_<id>`.
+    pub template: &'static str,
+    /// The recipe: `mutex`, `read`, `write`, `semaphore` or `semaphore-mutex`.
+    pub kind: &'static str,
+    /// The source file of the attribute.
+    pub file: &'static str,
+    /// The line of the attribute.
+    pub line: u32,
+}
+
+impl Declaration {
+    #[doc(hidden)]
+    pub const fn new(template: &'static str, kind: &'static str, file: &'static str, line: u32) -> Self {
+        Self { template, kind, file, line }
+    }
+
+    /// The recipe family: read and write sides of one read/write lock belong together.
+    fn family(&self) -> &'static str {
+        match self.kind {
+            "read" | "write" => "read/write lock",
+            other => other,
+        }
+    }
+}
+
+impl fmt::Display for Declaration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} `{}` at {}:{}", self.kind, self.template, self.file, self.line)
+    }
+}
+
+inventory::collect!(Declaration);
+
+/// Every lock template of the annotated functions linked into this program, sorted by template.
+pub fn declared() -> Vec<Declaration> {
+    let mut all: Vec<Declaration> = inventory::iter::<Declaration>.into_iter().copied().collect();
+    all.sort_by(|a, b| (a.template, a.file, a.line).cmp(&(b.template, b.file, b.line)));
+    all.dedup();
+    all
+}
+
+/// A problem between two declarations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Conflict {
+    /// The same template is used by two different recipes, whose nodes would mix in one queue.
+    KindMismatch(Declaration, Declaration),
+    /// One template lies under another: the outer lock's queue would contain the inner lock's
+    /// parent node (Curator Tech Note 7).
+    Nested {
+        /// The template that is a prefix of the other.
+        outer: Declaration,
+        /// The template below it.
+        inner: Declaration,
+    },
+}
+
+impl fmt::Display for Conflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::KindMismatch(a, b) => write!(
+                f,
+                "`{}` is used as a {} and as a {} ({a}; {b}); use one recipe per path",
+                a.template,
+                a.family(),
+                b.family()
+            ),
+            Self::Nested { outer, inner } => write!(
+                f,
+                "`{}` may lie under `{}` ({inner}; {outer}); lock paths must not be nested, give them separate parents",
+                inner.template, outer.template
+            ),
+        }
+    }
+}
+
+/// Checks the templates of [`declared`] against each other: the same template with different
+/// recipes, and a template that can render to a path under another's.
+///
+/// # Errors
+///
+/// Every conflict found.
+pub fn check_declared() -> Result<(), Vec<Conflict>> {
+    let conflicts = conflicts(&declared());
+    if conflicts.is_empty() {
+        Ok(())
+    } else {
+        Err(conflicts)
+    }
+}
+
+fn conflicts(all: &[Declaration]) -> Vec<Conflict> {
+    let mut found = Vec::new();
+    for (i, a) in all.iter().enumerate() {
+        for b in &all[i + 1..] {
+            if a.template == b.template {
+                if a.family() != b.family() {
+                    found.push(Conflict::KindMismatch(*a, *b));
+                }
+            } else if may_contain(a.template, b.template) {
+                found.push(Conflict::Nested { outer: *a, inner: *b });
+            } else if may_contain(b.template, a.template) {
+                found.push(Conflict::Nested { outer: *b, inner: *a });
+            }
+        }
+    }
+    found
+}
+
+/// Whether some rendering of `outer` is a proper ancestor of some rendering of `inner`. A
+/// placeholder renders to exactly one segment's worth of text, so segments are compared one by
+/// one, and a segment with a placeholder may match anything.
+fn may_contain(outer: &str, inner: &str) -> bool {
+    let outer: Vec<&str> = outer.split('/').collect();
+    let inner: Vec<&str> = inner.split('/').collect();
+    outer.len() < inner.len() && outer.iter().zip(&inner).all(|(a, b)| a == b || a.contains('<') || b.contains('<'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(template: &'static str, kind: &'static str) -> Declaration {
+        Declaration::new(template, kind, "src/lib.rs", 1)
+    }
+
+    #[test]
+    fn the_same_template_needs_the_same_recipe() {
+        let ok = [at("/a", "read"), at("/a", "write")];
+        assert!(conflicts(&ok).is_empty(), "both sides of one read/write lock");
+        let bad = [at("/a", "mutex"), at("/a", "write")];
+        assert!(matches!(&conflicts(&bad)[..], [Conflict::KindMismatch(..)]));
+        assert!(conflicts(&bad)[0].to_string().contains("use one recipe per path"));
+    }
+
+    #[test]
+    fn nested_templates_are_reported_with_placeholders_as_wildcards() {
+        assert!(conflicts(&[at("/orders", "mutex"), at("/orders/<id>", "mutex")]).len() == 1);
+        assert!(conflicts(&[at("/orders/<id>", "mutex"), at("/orders/42/items", "mutex")]).len() == 1);
+        assert!(conflicts(&[at("/orders/<id>", "mutex"), at("/accounts/<id>", "mutex")]).is_empty());
+        assert!(
+            conflicts(&[at("/orders_<id>", "mutex"), at("/orders", "mutex")]).is_empty(),
+            "a prefix of a name is not a parent"
+        );
+        match &conflicts(&[at("/a/<x>/b", "mutex"), at("/a", "semaphore")])[..] {
+            [Conflict::Nested { outer, inner }] => assert_eq!((outer.template, inner.template), ("/a", "/a/<x>/b")),
+            other => panic!("{other:?}"),
+        }
+    }
+}
