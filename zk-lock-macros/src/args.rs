@@ -181,7 +181,11 @@ fn parse_pairs(args: &mut Args, input: ParseStream, errors: &mut Errors) -> syn:
 
         if !kind.keys().contains(&name.as_str()) {
             let expected = kind.keys().iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
-            errors.at(key.span(), format!("unknown argument `{name}` in {}; expected one of {expected}", kind.shown()));
+            let hint = closest(&name, kind.keys()).map(|k| format!(" (did you mean `{k}`?)")).unwrap_or_default();
+            errors.at(
+                key.span(),
+                format!("unknown argument `{name}` in {}{hint}; expected one of {expected}", kind.shown()),
+            );
             unknown = true;
             continue;
         }
@@ -311,4 +315,38 @@ fn string(value: &Expr) -> Option<&LitStr> {
 fn path_arg(literal: &LitStr) -> syn::Result<PathArg> {
     let template = template::parse(&literal.value()).map_err(|message| syn::Error::new(literal.span(), message))?;
     Ok(PathArg { literal: literal.clone(), template })
+}
+
+/// The valid key a misspelt `name` most likely meant: at most two edits away.
+fn closest<'a>(name: &str, keys: &[&'a str]) -> Option<&'a str> {
+    keys.iter().map(|key| (edit_distance(name, key), *key)).filter(|(d, _)| *d <= 2).min().map(|(_, key)| key)
+}
+
+/// Levenshtein distance, over chars.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod suggestion_tests {
+    #[test]
+    fn suggests_the_nearest_key_only_when_close() {
+        let keys = ["path", "timeout", "client", "guard", "on_lost"];
+        assert_eq!(super::closest("timout", &keys), Some("timeout"));
+        assert_eq!(super::closest("onlost", &keys), Some("on_lost"));
+        assert_eq!(super::closest("paths", &keys), Some("path"));
+        assert_eq!(super::closest("permits", &keys), None);
+        assert_eq!(super::edit_distance("kitten", "sitting"), 3);
+    }
 }
