@@ -412,9 +412,6 @@ async fn run(opts: &Opts, server: &TestingServer, data: (PathBuf, bool)) -> Exit
     let elapsed = clock.elapsed();
 
     report::print_tables(&records);
-    println!(
-        "\nannotated function (#[zk_lock] vs a hand-written guard): not measured yet; the row comes with the macros."
-    );
     let targets = report::targets(&records);
     report::print_targets(&targets, None);
 
@@ -434,12 +431,6 @@ async fn run(opts: &Opts, server: &TestingServer, data: (PathBuf, bool)) -> Exit
         ("meta", meta),
         ("records", Json::Arr(records.iter().map(Record::to_json).collect())),
         ("targets", Json::Arr(targets.iter().map(report::Target::to_json).collect())),
-        (
-            "pending",
-            Json::Arr(vec![Json::str(
-                "annotated function (#[zk_lock] vs a hand-written guard): comes with the macros",
-            )]),
-        ),
     ]);
     let written = opts
         .out
@@ -562,9 +553,11 @@ async fn floor_row(ctx: &mut Ctx<'_>) {
 
 /// The uncontended cases: label, path slug, the recipe of the native clients, the recipe word
 /// of the peers.
-const UNCONTENDED: [(&str, &str, Option<Recipe>, Option<&str>); 5] = [
+const UNCONTENDED: [(&str, &str, Option<Recipe>, Option<&str>); 7] = [
     ("mutex", "mutex", Some(Recipe::Mutex), Some("mutex")),
     ("mutex, drop guard", "mutex-drop", Some(Recipe::MutexDrop), None),
+    ("mutex fn, hand-written guard", "fn-by-hand", Some(Recipe::HandWritten), None),
+    ("mutex fn, #[zk_lock]", "fn-annotated", Some(Recipe::Annotated), None),
     ("rw write", "write", Some(Recipe::Write), Some("write")),
     ("rw read", "read", Some(Recipe::Read), Some("read")),
     ("semaphore (4 leases)", "semaphore", Some(Recipe::Semaphore), Some("semaphore")),
@@ -580,7 +573,11 @@ async fn uncontended_once(
     let (_, slug, recipe, word) = UNCONTENDED[case];
     let path = path_of(client, "uncontended", slug);
     Some(match (client.native(), recipe, word) {
-        (Some(Native::ZkClient), Some(Recipe::Write | Recipe::Read | Recipe::Semaphore) | None, _) => return None,
+        (
+            Some(Native::ZkClient),
+            Some(Recipe::Write | Recipe::Read | Recipe::Semaphore | Recipe::Annotated | Recipe::HandWritten) | None,
+            _,
+        ) => return None,
         (Some(Native::ZkLock), None, _) => return None,
         (Some(kind), Some(recipe), _) => native::uncontended(kind, recipe, &ctx.connect, ctx.server, &path, plan).await,
         (None, _, Some(word)) => {

@@ -41,6 +41,27 @@ pub enum Recipe {
     Read,
     /// A semaphore of [`SEMAPHORE_LEASES`] leases, one lease per cycle.
     Semaphore,
+    /// An empty `async fn` under `#[zk_lock]`: the whole call is the cycle.
+    Annotated,
+    /// The same function written by hand: `Mutex::with_client(..).lock()`, then drop the guard.
+    HandWritten,
+}
+
+/// The named client the annotated benchmark function uses.
+const ANNOTATED_CLIENT: &str = "zk-lock-bench";
+
+#[zk_lock::zk_lock(path = "/zk-lock-bench/fn/<tag>", client = "zk-lock-bench")]
+async fn annotated(tag: &str) -> zk_lock::Result<()> {
+    std::hint::black_box(tag);
+    Ok(())
+}
+
+/// What `annotated` does, written by hand with a guard.
+async fn hand_written(client: &zk_lock::Client, tag: &str) -> zk_lock::Result<()> {
+    let guard = zk_lock::Mutex::with_client(client, format!("/zk-lock-bench/fn/{tag}")).lock().await?;
+    std::hint::black_box(tag);
+    drop(guard);
+    Ok(())
 }
 
 /// Leases of the uncontended semaphore case, for every client.
@@ -276,6 +297,26 @@ pub async fn uncontended(
                     )
                     .await
                 }
+                Recipe::Annotated | Recipe::HandWritten => {
+                    // Both forms share one client, installed under the name the attribute uses.
+                    let client = zk_lock::Client::builder(connect)
+                        .session_timeout(SESSION_TIMEOUT)
+                        .install_as(ANNOTATED_CLIENT)
+                        .await
+                        .map_err(err("connect"))?;
+                    let tag = path.rsplit('/').next().unwrap_or("fn").to_owned();
+                    let by_hand = recipe == Recipe::HandWritten;
+                    cycles(
+                        server,
+                        plan,
+                        async || {
+                            if by_hand { hand_written(&client, &tag).await } else { annotated(&tag).await }
+                                .map_err(err("call"))
+                        },
+                        async |()| Ok(()),
+                    )
+                    .await
+                }
                 Recipe::Semaphore => {
                     let semaphore = zk_lock::Semaphore::with_client(&client, path, SEMAPHORE_LEASES);
                     cycles(
@@ -307,8 +348,8 @@ pub async fn uncontended(
                     )
                     .await
                 }
-                Recipe::Write | Recipe::Read | Recipe::Semaphore => {
-                    Err("zookeeper-client has no read/write lock nor semaphore".to_owned())
+                Recipe::Write | Recipe::Read | Recipe::Semaphore | Recipe::Annotated | Recipe::HandWritten => {
+                    Err("zookeeper-client has no read/write lock, semaphore nor attribute".to_owned())
                 }
             };
             drop(zk);

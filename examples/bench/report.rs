@@ -432,6 +432,13 @@ pub fn targets(records: &[Record]) -> Vec<Target> {
             true,
         ),
         ratio(
+            "#[zk_lock] call p50 vs the same function with a hand-written guard",
+            f("uncontended", "mutex fn, #[zk_lock]", "zk-lock", "cycle_p50_us"),
+            f("uncontended", "mutex fn, hand-written guard", "zk-lock", "cycle_p50_us"),
+            1.03,
+            true,
+        ),
+        ratio(
             "uncontended mutex cycle p50, release awaited, vs raw create + delete",
             ours_cycle,
             f("floor", "raw ops", "zk-lock", "create_delete_p50_us"),
