@@ -12,7 +12,6 @@ use crate::engine::node_name::{new_protected_prefix, sequence_of, READ, RW_READ,
 use crate::engine::{delete_with_retry, Granted, Reconnects};
 use crate::error::{Error, Result};
 use crate::hold::Hold;
-use crate::path::validate_lock_path;
 use crate::target::{LockTarget, Patience};
 
 const READ_KIND: &str = "read";
@@ -160,7 +159,6 @@ impl RwLock {
 
     pub(crate) async fn acquire_read(&self, patience: Patience) -> Result<ReadGuard> {
         let client = self.target.client().await?;
-        validate_lock_path(&self.target.path)?;
         if let Some(hold) = Hold::held_by_current_task(&client, &self.target.key(READ_KIND)) {
             return Ok(ReadGuard { hold: hold.reenter()? });
         }
@@ -174,7 +172,6 @@ impl RwLock {
 
     pub(crate) async fn acquire_write(&self, patience: Patience) -> Result<WriteGuard> {
         let client = self.target.client().await?;
-        validate_lock_path(&self.target.path)?;
         let holds_write = Hold::held_by_current_task(&client, &self.target.key(WRITE_KIND)).is_some();
         if !holds_write && Hold::held_by_current_task(&client, &self.target.key(READ_KIND)).is_some() {
             return Err(Error::WouldDeadlock {

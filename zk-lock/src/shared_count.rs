@@ -11,7 +11,7 @@ use zookeeper_client::{Acls, Client as ZkClient, CreateMode, CreateOptions, Erro
 
 use crate::background;
 use crate::client::Client;
-use crate::engine::Reconnects;
+use crate::engine::{create_containers, Reconnects};
 use crate::error::{Error, Result};
 use crate::path::validate_lock_path;
 use crate::registry;
@@ -19,7 +19,6 @@ use crate::session::Session;
 
 /// Curator's `SharedValue.start` creates the node itself PERSISTENT, its parents as containers.
 const COUNT_NODE: CreateOptions<'static> = CreateMode::Persistent.with_acls(Acls::anyone_all());
-const PARENT_NODE: CreateOptions<'static> = CreateMode::Container.with_acls(Acls::anyone_all());
 
 /// How long the watch waits before trying again after an error it cannot ride out.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
@@ -352,7 +351,7 @@ async fn create_and_watch(zk: &ZkClient, path: &str, initial: i32) -> Result<(Ve
         match created {
             Ok(_) | Err(ZkError::NodeExists) => {}
             Err(ZkError::NoNode) => {
-                create_parent(zk, path).await?;
+                create_containers(zk, &path[..path.rfind('/').unwrap_or(0)]).await?;
                 continue;
             }
             // A create applied before the reply was lost shows as NodeExists next time.
@@ -367,24 +366,6 @@ async fn create_and_watch(zk: &ZkClient, path: &str, initial: i32) -> Result<(Ve
             Err(ZkError::NoNode) => continue,
             Err(error) => reconnects.wait(error).await?,
         }
-    }
-}
-
-async fn create_parent(zk: &ZkClient, path: &str) -> Result<()> {
-    let parent = &path[..path.rfind('/').unwrap_or(0)];
-    let missing_chroot = || {
-        Error::invalid_path(
-            path,
-            "the client's namespace (chroot) node does not exist; create it or use `ClientBuilder::namespace`, which does",
-        )
-    };
-    if parent.is_empty() {
-        return Err(missing_chroot());
-    }
-    match zk.mkdir(parent, &PARENT_NODE).await {
-        Ok(()) | Err(ZkError::NodeExists) => Ok(()),
-        Err(ZkError::NoNode) => Err(missing_chroot()),
-        Err(error) => Err(error.into()),
     }
 }
 

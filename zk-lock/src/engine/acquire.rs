@@ -10,6 +10,7 @@ use zookeeper_client::{
 
 use super::failed::Failed;
 use super::node_name::{new_protected_prefix, sorted_nodes, QueueRules};
+use super::parents::create_containers;
 use super::pending::{find_protected, PendingNode};
 use super::retry::{broke_connection, until_connected, Reconnects};
 use crate::client::Client;
@@ -17,7 +18,6 @@ use crate::error::{Error, Result};
 use crate::session::Session;
 
 const LOCK_NODE: CreateOptions<'static> = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
-const PARENT_NODE: CreateOptions<'static> = CreateMode::Container.with_acls(Acls::anyone_all());
 
 /// Above this many nodes ahead, checking them one by one in a multi-read costs more than
 /// listing the parent.
@@ -165,7 +165,7 @@ async fn join_queue(
             }
             Err(ZkError::NoNode) => {
                 pending.forget();
-                create_parents(zk, spec.path).await?;
+                create_containers(zk, spec.path).await?;
                 continue;
             }
             // The create may have been applied: look for our node before creating another.
@@ -186,19 +186,6 @@ async fn join_queue(
             Err(_) => list_children(zk, spec.path).await?,
         };
         return Ok((name, token, children));
-    }
-}
-
-/// Creates the lock path's missing ancestors as container nodes, which the server removes once
-/// they are empty again, so lock paths do not pile up.
-async fn create_parents(zk: &ZkClient, path: &str) -> std::result::Result<(), Failed> {
-    match zk.mkdir(path, &PARENT_NODE).await {
-        Ok(()) | Err(ZkError::NodeExists) => Ok(()),
-        Err(ZkError::NoNode) => Err(Failed::Error(Error::invalid_path(
-            path,
-            "the client's namespace (chroot) node does not exist; create it or use `ClientBuilder::namespace`, which does",
-        ))),
-        Err(error) => Err(error.into()),
     }
 }
 

@@ -33,6 +33,7 @@ use zookeeper_client::{
 use super::acquire::{wait_for_grant, LockSpec, Wait};
 use super::failed::Failed;
 use super::node_name::{new_protected_prefix, sorted_nodes, MUTEX};
+use super::parents::create_containers;
 use super::pending::{find_protected, PendingNode};
 use super::retry::{delete_with_retry, until_connected, Reconnects};
 use crate::background;
@@ -49,7 +50,6 @@ const LEASE_PARENT: &str = "leases";
 const LEASE_NAME: &str = "lease-";
 
 const OWN_NODE: CreateOptions<'static> = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
-const PARENT_NODE: CreateOptions<'static> = CreateMode::Container.with_acls(Acls::anyone_all());
 
 /// What a semaphore asks for.
 pub(crate) struct LeaseSpec<'a> {
@@ -382,7 +382,7 @@ async fn create_then_list(
         }
         let listed = listing.await;
         for parent in &missing_parents {
-            create_parents(zk, parent).await?;
+            create_containers(zk, parent).await?;
         }
         if again {
             continue;
@@ -402,19 +402,6 @@ async fn create_then_list(
             // Every node is made: only the listing is sent again.
             Err(error) => reconnects.wait(error).await?,
         }
-    }
-}
-
-/// Creates a missing parent and its ancestors as container nodes, which the server removes
-/// once they are empty again, like Curator's `creatingParentContainersIfNeeded`.
-async fn create_parents(zk: &ZkClient, path: &str) -> std::result::Result<(), Failed> {
-    match zk.mkdir(path, &PARENT_NODE).await {
-        Ok(()) | Err(ZkError::NodeExists) => Ok(()),
-        Err(ZkError::NoNode) => Err(Failed::Error(Error::invalid_path(
-            path,
-            "the client's namespace (chroot) node does not exist; create it or use `ClientBuilder::namespace`, which does",
-        ))),
-        Err(error) => Err(error.into()),
     }
 }
 

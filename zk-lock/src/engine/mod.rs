@@ -5,9 +5,11 @@ mod acquire;
 mod failed;
 mod lease;
 pub(crate) mod node_name;
+mod parents;
 mod pending;
 mod retry;
 
 pub(crate) use acquire::{acquire, Granted, LockSpec, Wait};
 pub(crate) use lease::{acquire_leases, LeaseLimit, LeaseSpec};
+pub(crate) use parents::create_containers;
 pub(crate) use retry::{delete_with_retry, Reconnects};
