@@ -3,6 +3,7 @@
 // Each test binary compiles this module separately and uses only part of it.
 #![allow(dead_code)]
 
+pub mod examples;
 pub mod java_peer;
 pub mod kazoo;
 pub mod zk;
