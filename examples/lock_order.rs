@@ -15,7 +15,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use zk_lock::testing::TestingServer;
+#[path = "common/embedded.rs"]
+mod embedded;
 
 const LOCK_PATH: &str = "/demo/lock-order";
 const WORK: Duration = Duration::from_millis(50);
@@ -40,16 +41,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn parent(processes: usize, tasks: usize) -> Result<(), Box<dyn std::error::Error>> {
-    // A throwaway server unless the user points us at one.
-    let (_server, connect_string) = match std::env::var(zk_lock::CONNECT_ENV) {
-        Ok(connect_string) => (None, connect_string),
-        Err(_) => {
-            println!("ZK_LOCK_CONNECT is not set: starting a throwaway local ZooKeeper...");
-            let server = TestingServer::start()?;
-            let connect_string = server.connect_string();
-            (Some(server), connect_string)
-        }
-    };
+    let zookeeper = embedded::ZooKeeper::configured_or_throwaway()?;
+    let connect_string = &zookeeper.connect_string;
     println!(
         "{} tasks in {processes} processes contend for `{LOCK_PATH}` on ZooKeeper at {connect_string}\n",
         processes * tasks
@@ -61,7 +54,7 @@ fn parent(processes: usize, tasks: usize) -> Result<(), Box<dyn std::error::Erro
     for process in 1..=processes {
         let mut child = Command::new(std::env::current_exe()?)
             .args(["--worker", &process.to_string(), "--tasks", &tasks.to_string()])
-            .env(zk_lock::CONNECT_ENV, &connect_string)
+            .env(zk_lock::CONNECT_ENV, connect_string)
             .stdout(Stdio::piped())
             .spawn()?;
         let stdout = child.stdout.take().ok_or("worker without stdout")?;
