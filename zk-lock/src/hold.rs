@@ -13,6 +13,7 @@ use crate::engine::{delete_with_retry, Granted};
 use crate::error::{Error, LostReason, Result};
 use crate::node_watch::{watch_own_node, NodeState};
 use crate::session::Session;
+use crate::trace;
 
 /// One granted lock node, shared by the guards of re-entrant acquisitions: it is deleted when
 /// the last of them is released or dropped.
@@ -26,15 +27,19 @@ pub(crate) struct Hold {
     pub node_path: String,
     pub token: i64,
     session: Arc<Session>,
+    /// What the tracing events say about this hold.
+    trace: trace::Held,
     state: watch::Receiver<NodeState>,
     /// Set before our own delete is sent, so the node watch takes that delete for a release.
     released: Arc<AtomicBool>,
 }
 
 impl Hold {
-    pub(crate) fn new(client: &Client, key: String, path: &str, granted: Granted) -> Arc<Self> {
+    pub(crate) fn new(client: &Client, recipe: &'static str, key: String, path: &str, granted: Granted) -> Arc<Self> {
+        trace::granted(&granted.node_path, granted.token);
+        let trace = trace::Held::new(recipe, path, &granted.node_path);
         let released = Arc::new(AtomicBool::new(false));
-        let state = watch_own_node(&granted.session, &granted.node_path, granted.losses_seen, released.clone());
+        let state = watch_own_node(&granted.session, &granted.node_path, granted.losses_seen, released.clone(), &trace);
         let hold = Arc::new(Self {
             client: client.clone(),
             key,
@@ -43,6 +48,7 @@ impl Hold {
             node_path: granted.node_path,
             token: granted.token,
             session: granted.session,
+            trace,
             state,
             released,
         });
@@ -121,7 +127,7 @@ impl Hold {
 
     /// Deletes the node now and reports whether the lock was still ours.
     async fn release(self) -> Result<()> {
-        let delete = self.start_release();
+        let delete = self.start_release(false);
         if let Some(reason) = self.lost_reason() {
             return Err(self.lost_error(reason));
         }
@@ -139,9 +145,15 @@ impl Hold {
 
     /// Marks the hold released and sends the delete; the returned future waits for its reply.
     /// `None` if it was released before.
-    fn start_release(&self) -> Option<impl Future<Output = std::result::Result<(), ZkError>> + Send + 'static> {
+    fn start_release(
+        &self,
+        dropped: bool,
+    ) -> Option<impl Future<Output = std::result::Result<(), ZkError>> + Send + 'static> {
         if self.released.swap(true, Ordering::AcqRel) {
             return None;
+        }
+        if self.lost_reason().is_none() {
+            self.trace.released(dropped);
         }
         let mut holds = self.client.holds();
         if holds.get(&self.key).is_some_and(|entry| std::ptr::eq(entry.as_ptr(), self)) {
@@ -172,7 +184,7 @@ impl Owner {
 impl Drop for Hold {
     fn drop(&mut self) {
         // The delete request is sent here, in order; its reply is awaited in the background.
-        if let Some(delete) = self.start_release() {
+        if let Some(delete) = self.start_release(true) {
             if self.lost_reason().is_none() {
                 background::spawn(async move {
                     let _ = delete.await;

@@ -104,6 +104,26 @@
 //! 6. A failure to take or keep the lock becomes the function's error through
 //!    `From<zk_lock::Error>`. That conversion is located at the error type in the signature, which
 //!    is where the compiler reports a missing `From` implementation.
+//!
+//! # Tracing
+//!
+//! The library reports to [`tracing`](https://docs.rs/tracing) under the target `zk_lock`
+//! (`RUST_LOG=zk_lock=debug` with `tracing-subscriber`'s `EnvFilter`). Without a subscriber this
+//! costs a few atomic loads per acquisition. Field names are stable:
+//!
+//! | span / event | level | fields |
+//! |---|---|---|
+//! | span `zk_lock.acquire` | DEBUG | `recipe` (`mutex`, `read`, `write`, `semaphore`, `semaphore-mutex`), `path`; once granted `node` (full path) and `fencing_token` |
+//! | `joined the lock queue` | DEBUG | `node` (name), `queue_position` (0: first in line), `ahead` (nodes it waits for) |
+//! | `lock acquired` | DEBUG | `waited_ms` |
+//! | `lock not acquired` | DEBUG | `waited_ms`, `error` (timeout, busy, ...) |
+//! | `lock released` | DEBUG | `recipe`, `path`, `node`, `held_ms`, `dropped` (`true`: by dropping the guard) |
+//! | `lock lost` | WARN | `recipe`, `path`, `node`, `held_ms`, `reason` |
+//! | `lock revocation requested` | INFO | `recipe`, `path`, `node`, `held_ms` |
+//!
+//! The first four happen inside the `zk_lock.acquire` span, so they carry its fields; the last
+//! three happen wherever the guard is, and carry their own. A multi-lock has one
+//! `zk_lock.acquire` span per member.
 
 mod background;
 mod client;
@@ -128,6 +148,7 @@ mod shared_count;
 mod target;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod trace;
 
 /// Support for the code the attributes generate. Not public API: no semver promises.
 #[doc(hidden)]

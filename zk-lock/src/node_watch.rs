@@ -13,6 +13,7 @@ use crate::background;
 use crate::engine::Reconnects;
 use crate::error::LostReason;
 use crate::session::Session;
+use crate::trace;
 
 /// Curator's revocation request, written into a holder's node by `Revoker.attemptRevoke`.
 pub(crate) const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
@@ -32,29 +33,40 @@ pub(crate) fn watch_own_node(
     node_path: &str,
     losses_seen: u64,
     released: Arc<AtomicBool>,
+    trace: &trace::Held,
 ) -> watch::Receiver<NodeState> {
     let (report, state) = watch::channel(NodeState::default());
     let first_watch = send_watch_now(session.zk.clone(), node_path.to_owned());
-    background::spawn(follow(session.clone(), first_watch, node_path.to_owned(), losses_seen, released, report));
+    let node = Followed { node_path: node_path.to_owned(), losses_seen, released, trace: trace.clone() };
+    background::spawn(follow(session.clone(), first_watch, node, report));
     state
+}
+
+/// The held node a watch follows.
+struct Followed {
+    node_path: String,
+    losses_seen: u64,
+    /// Set before the holder's own delete is sent.
+    released: Arc<AtomicBool>,
+    trace: trace::Held,
 }
 
 /// Reports revocation requests and the first loss: the session's, or the deletion of our node.
 async fn follow(
     session: Arc<Session>,
     first_watch: impl Future<Output = WatchReply> + Send,
-    node_path: String,
-    losses_seen: u64,
-    released: Arc<AtomicBool>,
+    node: Followed,
     report: watch::Sender<NodeState>,
 ) {
     let reason = tokio::select! {
-        reason = session.lost_after(losses_seen) => reason,
-        reason = node_deleted(&session.zk, &node_path, first_watch, &report) => reason,
+        reason = session.lost_after(node.losses_seen) => reason,
+        reason = node_deleted(&session.zk, &node, first_watch, &report) => reason,
     };
     // The watch runs until our own delete fires it: ending it earlier would cost a request to
     // remove the watch from the server.
-    if !released.load(Ordering::Acquire) {
+    if !node.released.load(Ordering::Acquire) {
+        // Traced first, so whoever sees the loss also finds it in the trace.
+        node.trace.lost(reason);
         report.send_modify(|state| state.lost = Some(reason));
     }
 }
@@ -82,7 +94,7 @@ fn send_watch_now(zk: ZkClient, node_path: String) -> impl Future<Output = Watch
 /// is left to the session's own watch.
 async fn node_deleted(
     zk: &ZkClient,
-    node_path: &str,
+    node: &Followed,
     first_watch: impl Future<Output = WatchReply>,
     report: &watch::Sender<NodeState>,
 ) -> LostReason {
@@ -91,8 +103,10 @@ async fn node_deleted(
     loop {
         match reply {
             Ok((data, _, watcher)) => {
-                if data == REVOKE_MESSAGE {
-                    report.send_if_modified(|state| !std::mem::replace(&mut state.revoked, true));
+                // Only this task sets `revoked`: nobody can set it between the check and the send.
+                if data == REVOKE_MESSAGE && !report.borrow().revoked {
+                    node.trace.revocation_requested();
+                    report.send_modify(|state| state.revoked = true);
                 }
                 let event = watcher.changed().await;
                 if event.event_type == EventType::NodeDeleted {
@@ -110,6 +124,6 @@ async fn node_deleted(
                 }
             }
         }
-        reply = zk.get_and_watch_data(node_path).await;
+        reply = zk.get_and_watch_data(&node.node_path).await;
     }
 }

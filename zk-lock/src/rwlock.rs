@@ -13,6 +13,7 @@ use crate::engine::{delete_with_retry, Granted, Reconnects};
 use crate::error::{Error, Result};
 use crate::hold::Hold;
 use crate::target::{LockTarget, Patience};
+use crate::trace;
 
 const READ_KIND: &str = "read";
 const WRITE_KIND: &str = "write";
@@ -163,7 +164,8 @@ impl RwLock {
             return Ok(ReadGuard { hold: hold.reenter()? });
         }
         if let Some(writer) = Hold::held_by_current_task(&client, &self.target.key(WRITE_KIND)) {
-            let hold = self.downgrade(&client, writer.reenter()?).await?;
+            let downgrade = self.downgrade(&client, writer.reenter()?);
+            let hold = trace::acquisition(READ_KIND, &self.target.path, downgrade).await?;
             return Ok(ReadGuard { hold });
         }
         let hold = self.target.acquire(&client, READ_KIND, &RW_READ, READ, patience).await?;
@@ -201,7 +203,7 @@ impl RwLock {
         let token = create_downgrade_node(&session.zk, &node_path, &self.target.node_data()).await?;
         cleanup.zk = None;
         let granted = Granted { session, node_path, token, losses_seen };
-        Ok(Hold::new(client, self.target.key(READ_KIND), &self.target.path, granted))
+        Ok(Hold::new(client, READ_KIND, self.target.key(READ_KIND), &self.target.path, granted))
     }
 }
 

@@ -7,12 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::engine::{acquire_leases, Granted, LeaseLimit, LeaseSpec, Wait};
+use crate::engine::{acquire_leases, Granted, LeaseLimit, LeaseSpec};
 use crate::error::{Error, Result};
 use crate::hold::Hold;
 use crate::path::validate_lock_path;
 use crate::shared_count::SharedCount;
 use crate::target::{LockTarget, Patience};
+use crate::trace;
 
 /// A distributed counting semaphore at a ZooKeeper path, compatible with Curator's
 /// `InterProcessSemaphoreV2`: at most `max_leases` leases exist at once across every process
@@ -207,8 +208,9 @@ impl Semaphore {
 
     async fn acquire_permits(&self, n: u32, patience: Patience) -> Result<Vec<SemaphorePermit>> {
         let client = self.target.client().await?;
-        let holds =
-            self.acquire_holds(&client, n, patience, |node_path| format!("semaphore-lease {node_path}")).await?;
+        let holds = self
+            .acquire_holds(&client, "semaphore", n, patience, |node_path| format!("semaphore-lease {node_path}"))
+            .await?;
         Ok(holds.into_iter().map(|hold| SemaphorePermit { hold }).collect())
     }
 
@@ -217,6 +219,7 @@ impl Semaphore {
     pub(crate) async fn acquire_holds(
         &self,
         client: &Client,
+        recipe: &'static str,
         n: u32,
         patience: Patience,
         key: impl Fn(&str) -> String,
@@ -247,25 +250,24 @@ impl Semaphore {
                 LeaseLimit::Shared(count.subscribe())
             }
         };
-        let wait = match patience {
-            Patience::Default => Wait::timeout(client.default_timeout()),
-            Patience::Timeout(timeout) => Wait::timeout(Some(timeout)),
-            Patience::Once => Wait::Once,
-        };
+        let wait = patience.wait(client);
         let data = self.target.node_data();
         let spec = LeaseSpec { path, count: n as usize, data: &data, uncontended: &self.uncontended };
-        let granted = acquire_leases(client, &spec, &mut limit, wait).await?;
-        let holds = granted
-            .leases
-            .into_iter()
-            .map(|(node_path, token)| {
-                let key = key(&node_path);
-                let lease =
-                    Granted { session: granted.session.clone(), node_path, token, losses_seen: granted.losses_seen };
-                Hold::new(client, key, path, lease)
-            })
-            .collect();
-        Ok(holds)
+        trace::acquisition(recipe, path, async {
+            let granted = acquire_leases(client, &spec, &mut limit, wait).await?;
+            let holds = granted
+                .leases
+                .into_iter()
+                .map(|(node_path, token)| {
+                    let key = key(&node_path);
+                    let session = granted.session.clone();
+                    let lease = Granted { session, node_path, token, losses_seen: granted.losses_seen };
+                    Hold::new(client, recipe, key, path, lease)
+                })
+                .collect();
+            Ok(holds)
+        })
+        .await
     }
 }
 

@@ -124,7 +124,7 @@ impl SemaphoreMutex {
                 });
             }
         }
-        let mut holds = self.semaphore.acquire_holds(&client, 1, patience, |_| key.clone()).await?;
+        let mut holds = self.semaphore.acquire_holds(&client, KIND, 1, patience, |_| key.clone()).await?;
         let hold = holds.pop().expect("one lease asked, one granted");
         Ok(SemaphoreMutexGuard { hold })
     }

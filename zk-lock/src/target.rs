@@ -11,6 +11,7 @@ use crate::hold::Hold;
 use crate::holder::describe_current_holder;
 use crate::path::validate_lock_path;
 use crate::registry;
+use crate::trace;
 
 /// How long an acquisition may wait.
 #[derive(Debug, Clone, Copy)]
@@ -21,6 +22,17 @@ pub(crate) enum Patience {
     Timeout(Duration),
     /// One attempt.
     Once,
+}
+
+impl Patience {
+    /// The engine's deadline for an acquisition on `client` starting now.
+    pub(crate) fn wait(self, client: &Client) -> Wait {
+        match self {
+            Self::Default => Wait::timeout(client.default_timeout()),
+            Self::Timeout(timeout) => Wait::timeout(Some(timeout)),
+            Self::Once => Wait::Once,
+        }
+    }
 }
 
 /// A lock path on a client, with the data its nodes carry.
@@ -58,7 +70,7 @@ impl LockTarget {
     pub(crate) async fn acquire(
         &self,
         client: &Client,
-        kind: &str,
+        kind: &'static str,
         rules: &'static QueueRules,
         lock_name: &'static str,
         patience: Patience,
@@ -68,15 +80,14 @@ impl LockTarget {
         if let Some(hold) = Hold::held_by_current_task(client, &key) {
             return hold.reenter();
         }
-        let wait = match patience {
-            Patience::Default => Wait::timeout(client.default_timeout()),
-            Patience::Timeout(timeout) => Wait::timeout(Some(timeout)),
-            Patience::Once => Wait::Once,
-        };
+        let wait = patience.wait(client);
         let data = self.node_data();
         let spec = LockSpec { path: &self.path, rules, lock_name, data: &data };
-        let granted = acquire(client, &spec, wait).await?;
-        Ok(Hold::new(client, key, &self.path, granted))
+        trace::acquisition(kind, &self.path, async {
+            let granted = acquire(client, &spec, wait).await?;
+            Ok(Hold::new(client, kind, key, &self.path, granted))
+        })
+        .await
     }
 
     /// The data for a new node: the caller's, or a description of the current holder.

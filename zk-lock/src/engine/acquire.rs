@@ -16,6 +16,7 @@ use super::retry::{broke_connection, until_connected, Reconnects};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::session::Session;
+use crate::trace;
 
 const LOCK_NODE: CreateOptions<'static> = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
 
@@ -119,6 +120,7 @@ async fn attempt(
     wait: Wait,
 ) -> std::result::Result<(String, i64), Failed> {
     let (name, token, mut children) = join_queue(zk, spec, pending).await?;
+    let mut joining = true;
     loop {
         // Only the nodes ahead are kept while we wait, not the whole listing.
         let blockers = {
@@ -126,7 +128,11 @@ async fn attempt(
             let Some(ours) = nodes.iter().position(|node| node.name == name) else {
                 return Err(Failed::NodeVanished);
             };
-            (spec.rules.blockers)(&nodes, ours)
+            let blockers = (spec.rules.blockers)(&nodes, ours);
+            if std::mem::take(&mut joining) {
+                trace::joined_queue(&name, ours, blockers.len());
+            }
+            blockers
         };
         if blockers.is_empty() {
             return Ok((format!("{}/{name}", spec.path), token));

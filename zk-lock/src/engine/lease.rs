@@ -41,6 +41,7 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::session::Session;
 use crate::shared_count::VersionedCount;
+use crate::trace;
 
 /// Curator's internal mutex of a semaphore: `P/locks`, nodes named `lock-`.
 const LOCK_PARENT: &str = "locks";
@@ -231,6 +232,8 @@ async fn attempt(
     let Some(place) = queue.iter().position(|node| node.name == lock_name) else {
         return Err(Failed::NodeVanished);
     };
+    // The leases are counted once the internal mutex is ours: its queue is the semaphore's.
+    trace::joined_queue(&lock_name, place, place);
     let mutex_was_free = place == 0;
     if !mutex_was_free {
         spec.uncontended.store(false, Ordering::Relaxed);

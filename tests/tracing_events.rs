@@ -1,0 +1,196 @@
+//! The spans and events the library reports to `tracing`, with the field names the crate docs
+//! promise, recorded by a small subscriber of our own.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex as StdMutex, OnceLock};
+
+use support::zk::{new_client, wait_for_children};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Metadata, Subscriber};
+use zk_lock::{revoke_with, LostReason, Mutex};
+
+/// One event as recorded: its level, its own fields and those of the spans it happened in.
+#[derive(Debug, Clone)]
+struct Recorded {
+    level: tracing::Level,
+    message: String,
+    fields: HashMap<String, String>,
+    span_name: Option<&'static str>,
+    span_fields: HashMap<String, String>,
+}
+
+impl Recorded {
+    fn field(&self, name: &str) -> Option<&str> {
+        self.fields.get(name).or_else(|| self.span_fields.get(name)).map(String::as_str)
+    }
+}
+
+#[derive(Default)]
+struct FieldsOf(HashMap<String, String>);
+
+impl Visit for FieldsOf {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+}
+
+/// Keeps every span's fields and every event of the `zk_lock` target.
+#[derive(Default)]
+struct Recorder {
+    next_id: AtomicU64,
+    spans: StdMutex<HashMap<u64, (&'static Metadata<'static>, HashMap<String, String>)>>,
+    events: StdMutex<Vec<Recorded>>,
+}
+
+thread_local! {
+    static ENTERED: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Subscriber for Recorder {
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        metadata.target().starts_with("zk_lock")
+    }
+    fn new_span(&self, span: &Attributes<'_>) -> Id {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut fields = FieldsOf::default();
+        span.record(&mut fields);
+        self.spans.lock().unwrap().insert(id, (span.metadata(), fields.0));
+        Id::from_u64(id)
+    }
+    fn record(&self, span: &Id, values: &Record<'_>) {
+        let mut fields = FieldsOf::default();
+        values.record(&mut fields);
+        if let Some((_, known)) = self.spans.lock().unwrap().get_mut(&span.into_u64()) {
+            known.extend(fields.0);
+        }
+    }
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        let mut fields = FieldsOf::default();
+        event.record(&mut fields);
+        let message = fields.0.remove("message").unwrap_or_default();
+        let current = ENTERED.with(|entered| entered.borrow().last().copied());
+        let (span_name, span_fields) = match current.and_then(|id| self.spans.lock().unwrap().get(&id).cloned()) {
+            Some((metadata, fields)) => (Some(metadata.name()), fields),
+            None => (None, HashMap::new()),
+        };
+        let recorded = Recorded { level: *event.metadata().level(), message, fields: fields.0, span_name, span_fields };
+        self.events.lock().unwrap().push(recorded);
+    }
+    // `Span::current()` asks the subscriber, so the library's `record` calls find their span.
+    fn current_span(&self) -> tracing_core::span::Current {
+        let current = ENTERED.with(|entered| entered.borrow().last().copied());
+        match current.and_then(|id| self.spans.lock().unwrap().get(&id).map(|(metadata, _)| (id, *metadata))) {
+            Some((id, metadata)) => tracing_core::span::Current::new(Id::from_u64(id), metadata),
+            None => tracing_core::span::Current::none(),
+        }
+    }
+    fn enter(&self, span: &Id) {
+        ENTERED.with(|entered| entered.borrow_mut().push(span.into_u64()));
+    }
+    fn exit(&self, span: &Id) {
+        ENTERED.with(|entered| {
+            let mut entered = entered.borrow_mut();
+            if let Some(at) = entered.iter().rposition(|&id| id == span.into_u64()) {
+                entered.remove(at);
+            }
+        });
+    }
+}
+
+fn recorder() -> &'static Arc<Recorder> {
+    static RECORDER: OnceLock<Arc<Recorder>> = OnceLock::new();
+    RECORDER.get_or_init(|| {
+        let recorder = Arc::new(Recorder::default());
+        tracing::subscriber::set_global_default(recorder.clone()).expect("the only subscriber of this test binary");
+        recorder
+    })
+}
+
+/// The recorded events about `path` (by the `path` field of the event or of its span).
+fn events_about(path: &str) -> Vec<Recorded> {
+    let events = recorder().events.lock().unwrap();
+    events.iter().filter(|e| e.field("path") == Some(path)).cloned().collect()
+}
+
+fn one(events: &[Recorded], message: &str, matching: impl Fn(&Recorded) -> bool) -> Recorded {
+    let found: Vec<_> = events.iter().filter(|e| e.message == message && matching(e)).collect();
+    assert_eq!(found.len(), 1, "expected one `{message}` event, found {found:#?} among {events:#?}");
+    found[0].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquisition_queue_position_release_and_drop_are_reported() {
+    recorder();
+    let path = "/it-tracing/acquire";
+    let (first_client, second_client) = (new_client().await, new_client().await);
+    let first = Mutex::with_client(&first_client, path).lock().await.unwrap();
+    let waiting = tokio::spawn({
+        let second_client = second_client.clone();
+        async move { Mutex::with_client(&second_client, path).lock().await }
+    });
+    wait_for_children(&first_client, path, |children| children.len() == 2).await;
+    let first_token = first.fencing_token();
+    first.release().await.unwrap();
+    let second = waiting.await.unwrap().unwrap();
+    let second_token = second.fencing_token();
+    drop(second);
+    wait_for_children(&first_client, path, <[String]>::is_empty).await;
+
+    let events = events_about(path);
+    let joined_first = one(&events, "joined the lock queue", |e| e.field("queue_position") == Some("0"));
+    assert_eq!(joined_first.field("ahead"), Some("0"));
+    assert_eq!(joined_first.span_name, Some("zk_lock.acquire"));
+    assert_eq!(joined_first.field("recipe"), Some("mutex"));
+    let joined_second = one(&events, "joined the lock queue", |e| e.field("queue_position") == Some("1"));
+    assert_eq!(joined_second.field("ahead"), Some("1"));
+
+    for token in [first_token, second_token] {
+        let acquired = one(&events, "lock acquired", |e| e.field("fencing_token") == Some(&token.to_string()));
+        assert_eq!(acquired.level, tracing::Level::DEBUG);
+        assert_eq!(acquired.field("recipe"), Some("mutex"));
+        let node = acquired.field("node").expect("the granted node is on the span");
+        assert!(node.starts_with(&format!("{path}/_c_")), "node {node}");
+        let waited: f64 = acquired.field("waited_ms").unwrap().parse().unwrap();
+        assert!(waited >= 0.0);
+    }
+    let released = one(&events, "lock released", |e| e.field("dropped") == Some("false"));
+    assert_eq!(released.field("recipe"), Some("mutex"));
+    assert!(released.field("held_ms").unwrap().parse::<f64>().unwrap() >= 0.0);
+    one(&events, "lock released", |e| e.field("dropped") == Some("true"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_a_loss_and_a_revocation_are_reported() {
+    recorder();
+    let path = "/it-tracing/lost";
+    let (client, other) = (new_client().await, new_client().await);
+    let guard = Mutex::with_client(&client, path).lock().await.unwrap();
+
+    let timed_out = Mutex::with_client(&other, path).try_lock().await.unwrap_err();
+    assert!(matches!(timed_out, zk_lock::Error::Busy { .. }), "{timed_out}");
+
+    assert_eq!(revoke_with(&other, path).await.unwrap(), 1);
+    guard.revoked().await;
+    other.zookeeper().delete(guard.node_path(), None).await.unwrap();
+    assert_eq!(guard.lost().await, LostReason::NodeDeleted);
+
+    let events = events_about(path);
+    let refused = one(&events, "lock not acquired", |_| true);
+    assert!(refused.field("error").unwrap().contains(path), "{refused:?}");
+    let revoked = one(&events, "lock revocation requested", |_| true);
+    assert_eq!(revoked.level, tracing::Level::INFO);
+    assert_eq!(revoked.field("node"), Some(guard.node_path()));
+    let lost = one(&events, "lock lost", |_| true);
+    assert_eq!(lost.level, tracing::Level::WARN);
+    assert_eq!(lost.field("reason"), Some(LostReason::NodeDeleted.to_string().as_str()));
+    assert!(lost.field("held_ms").is_some());
+    drop(guard);
+}

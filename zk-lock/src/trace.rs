@@ -1,0 +1,93 @@
+//! What the library tells `tracing`: a span per acquisition and events for its outcome, the
+//! queue position it started from, the release (with how long the lock was held), loss and
+//! revocation. Names and fields are part of the public contract (see the crate docs, "Tracing").
+
+use std::future::Future;
+use std::time::Instant;
+
+use tracing::field::Empty;
+use tracing::Instrument;
+
+use crate::error::{LostReason, Result};
+
+/// The target of every span and event, so `RUST_LOG=zk_lock=debug` selects them all.
+pub(crate) const TARGET: &str = "zk_lock";
+
+/// Runs `acquire` in a `zk_lock.acquire` span and reports its outcome with the time it waited.
+pub(crate) async fn acquisition<T>(
+    recipe: &'static str,
+    path: &str,
+    acquire: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    let span = tracing::debug_span!(
+        target: TARGET,
+        "zk_lock.acquire",
+        recipe,
+        path,
+        node = Empty,
+        fencing_token = Empty
+    );
+    let started = Instant::now();
+    let outcome = acquire.instrument(span.clone()).await;
+    let waited_ms = millis(started);
+    span.in_scope(|| match &outcome {
+        Ok(_) => tracing::debug!(target: TARGET, waited_ms, "lock acquired"),
+        Err(error) => tracing::debug!(target: TARGET, waited_ms, %error, "lock not acquired"),
+    });
+    outcome
+}
+
+/// Our node was created: `queue_position` is its place in the queue (0: first), `ahead` the
+/// number of nodes it must wait for.
+pub(crate) fn joined_queue(node: &str, queue_position: usize, ahead: usize) {
+    tracing::debug!(target: TARGET, node, queue_position, ahead, "joined the lock queue");
+}
+
+/// A node was granted: names it and its fencing token on the acquisition's span.
+pub(crate) fn granted(node: &str, fencing_token: i64) {
+    let span = tracing::Span::current();
+    span.record("node", node);
+    span.record("fencing_token", fencing_token);
+}
+
+/// What the events of a held lock say about it.
+#[derive(Debug, Clone)]
+pub(crate) struct Held {
+    recipe: &'static str,
+    path: String,
+    node: String,
+    since: Instant,
+}
+
+impl Held {
+    /// A lock granted just now.
+    pub(crate) fn new(recipe: &'static str, path: &str, node: &str) -> Self {
+        Self { recipe, path: path.to_owned(), node: node.to_owned(), since: Instant::now() }
+    }
+
+    /// The holder let the lock go (`dropped`: by dropping its guard rather than releasing it).
+    pub(crate) fn released(&self, dropped: bool) {
+        let (recipe, path, node, held_ms) = self.fields();
+        tracing::debug!(target: TARGET, recipe, path, node, held_ms, dropped, "lock released");
+    }
+
+    /// The lock was lost while held.
+    pub(crate) fn lost(&self, reason: LostReason) {
+        let (recipe, path, node, held_ms) = self.fields();
+        tracing::warn!(target: TARGET, recipe, path, node, held_ms, %reason, "lock lost");
+    }
+
+    /// Someone asked the holder to give the lock up.
+    pub(crate) fn revocation_requested(&self) {
+        let (recipe, path, node, held_ms) = self.fields();
+        tracing::info!(target: TARGET, recipe, path, node, held_ms, "lock revocation requested");
+    }
+
+    fn fields(&self) -> (&'static str, &str, &str, f64) {
+        (self.recipe, &self.path, &self.node, millis(self.since))
+    }
+}
+
+fn millis(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1000.0
+}
