@@ -11,3 +11,23 @@ fn lock_order_prints_every_task_once_in_the_order_granted() {
     let grants = stdout.lines().filter(|line| line.contains("got the lock")).count();
     assert_eq!(grants, 4, "expected 4 grants in:\n{stdout}");
 }
+
+/// The number just before `marker` in `line`: `number_before("job 1 (2 running)", " running)")` is 2.
+fn number_before(line: &str, marker: &str) -> Option<i64> {
+    let (before, _) = line.split_once(marker)?;
+    before.rsplit(['(', ' ', '=']).next()?.parse().ok()
+}
+
+#[test]
+fn semaphore_workers_run_at_most_two_jobs_at_once_and_the_third_waits() {
+    let output = run_example("semaphore_workers", &["--workers", "3", "--jobs", "2", "--work-ms", "200"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let running: Vec<i64> = stdout
+        .lines()
+        .filter(|line| line.contains(" starts job "))
+        .filter_map(|line| number_before(line, " running)"))
+        .collect();
+    assert_eq!(running.len(), 6, "every job starts once in:\n{stdout}");
+    assert_eq!(running.iter().max(), Some(&2), "2 jobs at once, never more, in:\n{stdout}");
+    assert_eq!(stdout.lines().filter(|line| line.contains(" finishes job ")).count(), 6, "in:\n{stdout}");
+}
