@@ -34,6 +34,27 @@ macro_rules! lock_guard {
                 self.hold.token
             }
 
+            /// A fenced ZooKeeper write: a multi-op whose first operation checks that our lock
+            /// node still exists, so the writes added to it apply only while the lock is held.
+            /// Commit it with `commit()`; if the lock was lost (node deleted, session expired),
+            /// the whole multi fails with `CheckWriteError::CheckFailed` and nothing is written.
+            ///
+            /// ```no_run
+            /// # async fn demo(guard: zk_lock::MutexGuard) -> Result<(), Box<dyn std::error::Error>> {
+            /// let mut write = guard.fenced_writer()?;
+            /// write.add_set_data("/config/leader", b"host-a", None)?;
+            /// write.commit().await?; // Err(CheckFailed) if the lock is no longer ours
+            /// # Ok(()) }
+            /// ```
+            ///
+            /// # Errors
+            ///
+            /// [`Error::Zookeeper`](crate::Error::Zookeeper) if the client refuses the node path
+            /// (it does not for a node it created).
+            pub fn fenced_writer(&self) -> $crate::Result<::zookeeper_client::CheckWriter<'_>> {
+                Ok(self.hold.session().zk.new_check_writer(&self.hold.node_path, None)?)
+            }
+
             /// The full path of the lock node, `<path>/_c_<uuid>-<name><sequence>`.
             pub fn node_path(&self) -> &str {
                 &self.hold.node_path
