@@ -31,3 +31,23 @@ fn semaphore_workers_run_at_most_two_jobs_at_once_and_the_third_waits() {
     assert_eq!(running.iter().max(), Some(&2), "2 jobs at once, never more, in:\n{stdout}");
     assert_eq!(stdout.lines().filter(|line| line.contains(" finishes job ")).count(), 6, "in:\n{stdout}");
 }
+
+#[test]
+fn read_write_readers_overlap_writers_are_alone_a_downgrade_keeps_writers_out_and_an_upgrade_is_refused() {
+    let output = run_example("read_write", &["--readers", "3", "--work-ms", "100"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let reads: Vec<&str> =
+        stdout.lines().filter(|line| line.contains("] reader ") && line.contains(" reads price ")).collect();
+    assert_eq!(reads.len(), 5, "3 readers, then 2 behind the writer, in:\n{stdout}");
+    let most_reading = reads.iter().filter_map(|line| number_before(line, " reading")).max();
+    assert_eq!(most_reading, Some(3), "the first 3 readers hold the lock together in:\n{stdout}");
+    assert!(reads.iter().all(|line| line.ends_with(", 0 writing)")), "no reader meets a writer in:\n{stdout}");
+    for late in ["reader 4 reads price 1200", "reader 5 reads price 1200"] {
+        assert!(stdout.contains(late), "the later readers wait for writer A: `{late}` in:\n{stdout}");
+    }
+    let writes: Vec<&str> = stdout.lines().filter(|line| line.contains(" writes price ")).collect();
+    assert_eq!(writes.len(), 2, "writers A and B in:\n{stdout}");
+    assert!(writes.iter().all(|line| line.ends_with("(0 reading, 1 writing)")), "writers alone in:\n{stdout}");
+    assert!(stdout.contains("editor still reads price 1250"), "the downgrade keeps writer B out in:\n{stdout}");
+    assert!(stdout.contains("with Error::WouldDeadlock"), "the upgrade is refused in:\n{stdout}");
+}
