@@ -51,3 +51,14 @@ fn read_write_readers_overlap_writers_are_alone_a_downgrade_keeps_writers_out_an
     assert!(stdout.contains("editor still reads price 1250"), "the downgrade keeps writer B out in:\n{stdout}");
     assert!(stdout.contains("with Error::WouldDeadlock"), "the upgrade is refused in:\n{stdout}");
 }
+
+#[test]
+fn transfer_shows_the_naive_deadlock_then_finishes_every_transfer_and_conserves_the_total() {
+    let output = run_example("transfer", &["--processes", "2", "--tasks", "2", "--transfers", "3", "--work-ms", "5"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(stdout.matches(" gave up after ").count(), 2, "both naive transfers deadlock in:\n{stdout}");
+    let transfers = stdout.lines().filter(|line| line.contains(": ") && line.contains(" task ")).count();
+    assert_eq!(transfers, 12, "every transfer reports once in:\n{stdout}");
+    assert!(stdout.contains("(total 300; it was 300)"), "the total is conserved in:\n{stdout}");
+    assert!(stdout.contains("All 12 transfers done"), "in:\n{stdout}");
+}
