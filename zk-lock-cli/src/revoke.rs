@@ -1,0 +1,61 @@
+//! `zk-lock revoke <path>`: asks the holders of a lock to let it go, and says whom it asked.
+
+use serde_json::json;
+use zk_lock::{Client, Participant, Role};
+use zookeeper_client::Error as ZkError;
+
+use crate::error::CliError;
+use crate::inspect;
+use crate::output::{describe, participant_json, session_hex, Report, Table};
+
+/// Runs `revoke`: writes `__REVOKE__` into every holder's node with [`zk_lock::revoke_node`],
+/// one node at a time so the report names exactly the nodes written to (`zk_lock::revoke_with`
+/// only returns a count). Holders that released the lock meanwhile are reported as gone.
+pub async fn run(client: &Client, path: &str) -> Result<Report, CliError> {
+    let Some(found) = inspect::read(client, path).await? else {
+        return Ok(Report {
+            text: String::new(),
+            json: json!({ "path": path, "exists": false, "revoked": [], "gone": [] }),
+            not_found: Some(format!("`{path}` does not exist; nothing to revoke")),
+        });
+    };
+    let holders: Vec<&Participant> = found.iter().filter(|p| p.role == Role::Holder).collect();
+    let mut revoked = Vec::new();
+    let mut gone = Vec::new();
+    for holder in holders {
+        match zk_lock::revoke_node(client, &holder.node_path).await {
+            Ok(()) => revoked.push(holder),
+            Err(zk_lock::Error::Zookeeper(ZkError::NoNode)) => gone.push(holder),
+            Err(e) => return Err(CliError::from_lock(&holder.node_path, e)),
+        }
+    }
+
+    let mut text = String::new();
+    if !revoked.is_empty() {
+        text.push_str(&format!(
+            "{path}: asked {} holder(s) to release it (wrote __REVOKE__ into their nodes)\n",
+            revoked.len()
+        ));
+        let mut table = Table::new(&["KIND", "SESSION", "NODE", "HOLDER"]);
+        for p in &revoked {
+            table.row(vec![p.kind.to_string(), session_hex(p.session_id), p.node_path.clone(), describe(p)]);
+        }
+        text.push_str(&table.render());
+        text.push_str("only holders that made their lock revocable react; the lock stays held until they release it\n");
+    }
+    for p in &gone {
+        text.push_str(&format!("{}: released before it could be asked\n", p.node_path));
+    }
+    let position = |p: &Participant| found.iter().position(|q| q.node_path == p.node_path).unwrap_or(0) + 1;
+    let json = json!({
+        "path": path,
+        "exists": true,
+        "revoked": revoked.iter().map(|p| participant_json(position(p), p)).collect::<Vec<_>>(),
+        "gone": gone.iter().map(|p| p.node_path.as_str()).collect::<Vec<_>>(),
+    });
+    let not_found = revoked.is_empty().then(|| {
+        let waiters = found.iter().filter(|p| p.role == Role::Waiter).count();
+        format!("`{path}` has no holder; nothing to revoke ({waiters} waiter(s) queued)")
+    });
+    Ok(Report { text, json, not_found })
+}

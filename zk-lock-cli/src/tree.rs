@@ -1,0 +1,195 @@
+//! `zk-lock tree <path>`: every lock in a subtree, with its recipe and how many hold and wait.
+
+use std::collections::{BTreeSet, HashSet};
+
+use serde_json::json;
+use zk_lock::Client;
+use zookeeper_client::Error as ZkError;
+
+use crate::error::CliError;
+use crate::inspect;
+use crate::output::{count_roles, lock_kind, Report, Table};
+
+/// Listings sent before the first reply is awaited: a level of the tree costs about one round
+/// trip, without flooding the server's queue on a huge level.
+const LISTINGS_IN_FLIGHT: usize = 256;
+
+/// A lock found in the subtree and what its participants look like.
+struct Lock {
+    path: String,
+    kind: String,
+    holders: usize,
+    waiters: usize,
+    others: usize,
+}
+
+/// Runs `tree`.
+pub async fn run(client: &Client, root: &str) -> Result<Report, CliError> {
+    if root != "/" {
+        zk_lock::validate_lock_path(root).map_err(|e| CliError::from_lock(root, e))?;
+    }
+    let Some(candidates) = find_locks(client, root).await? else {
+        return Ok(Report {
+            text: String::new(),
+            json: json!({ "path": root, "exists": false, "locks": [] }),
+            not_found: Some(format!("`{root}` does not exist; check the path (try `zk-lock tree /`)")),
+        });
+    };
+    let mut locks = Vec::new();
+    for path in candidates {
+        // A lock released since the walk has vanished or is empty: not a lock any more.
+        let Some(found) = inspect::read(client, &path).await? else { continue };
+        if found.is_empty() {
+            continue;
+        }
+        let (holders, waiters, others) = count_roles(&found);
+        locks.push(Lock { kind: lock_kind(&found), path, holders, waiters, others });
+    }
+    Ok(report(root, &locks))
+}
+
+/// Walks the subtree breadth first and returns the lock paths in it, sorted; `None` if `root`
+/// does not exist. A lock is a node with lock nodes as children (a child whose name ends in a
+/// server sequence number), or a semaphore: a node whose `leases` child has lease nodes, or whose
+/// `locks` child has lock nodes next to a `leases` child. Lock nodes themselves are not listed.
+async fn find_locks(client: &Client, root: &str) -> Result<Option<BTreeSet<String>>, CliError> {
+    let zk = client.zookeeper();
+    let mut locks = BTreeSet::new();
+    // Nodes with a `leases` child: their `locks` child is a semaphore's internal mutex.
+    let mut with_leases = HashSet::new();
+    let mut level = vec![root.to_owned()];
+    while !level.is_empty() {
+        let mut next = Vec::new();
+        for batch in level.chunks(LISTINGS_IN_FLIGHT) {
+            let listings: Vec<_> = batch.iter().map(|path| zk.list_children(path)).collect();
+            for (path, listing) in batch.iter().zip(listings) {
+                let children = match listing.await {
+                    Ok(children) => children,
+                    Err(ZkError::NoNode) if path == root => return Ok(None),
+                    // Deleted since its parent was listed (a container reaped, a lock released).
+                    Err(ZkError::NoNode) => continue,
+                    Err(e) => return Err(CliError::zookeeper(path, &e)),
+                };
+                if children.iter().any(|name| name == "leases") {
+                    with_leases.insert(path.clone());
+                }
+                if children.iter().any(|name| has_sequence(name)) {
+                    // Inspecting `P/leases` itself shows its nodes; its semaphore is out of scope.
+                    locks.insert(if path == root { path.clone() } else { lock_of(path, &with_leases) });
+                }
+                for name in children.into_iter().filter(|name| !has_sequence(name)) {
+                    if path == "/" && name == "zookeeper" {
+                        continue; // ZooKeeper's own quota and config nodes.
+                    }
+                    next.push(child_path(path, &name));
+                }
+            }
+        }
+        level = next;
+    }
+    Ok(Some(locks))
+}
+
+/// The lock that a node with lock-node children belongs to: the semaphore above it for
+/// `P/leases`, and for `P/locks` when `P` has leases; otherwise the node itself.
+fn lock_of(path: &str, with_leases: &HashSet<String>) -> String {
+    if let Some((parent, name)) = path.rsplit_once('/') {
+        let parent = if parent.is_empty() { "/" } else { parent };
+        if parent != "/" && (name == "leases" || (name == "locks" && with_leases.contains(parent))) {
+            return parent.to_owned();
+        }
+    }
+    path.to_owned()
+}
+
+fn child_path(parent: &str, name: &str) -> String {
+    if parent == "/" {
+        format!("/{name}")
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
+/// Whether `name` ends in a server sequence number (ten digits or more), as every lock node does.
+fn has_sequence(name: &str) -> bool {
+    name.bytes().rev().take_while(u8::is_ascii_digit).count() >= 10
+}
+
+/// An indented outline of the subtree: directories end in `/`, locks carry their columns.
+fn report(root: &str, locks: &[Lock]) -> Report {
+    let mut table = Table::new(&["LOCK", "KIND", "HOLDERS", "WAITERS"]);
+    let root_is_lock = locks.first().is_some_and(|lock| lock.path == root);
+    if !root_is_lock {
+        table.row(vec![if root == "/" { "/".to_owned() } else { format!("{root}/") }]);
+    }
+    let mut printed: BTreeSet<String> = BTreeSet::new();
+    for lock in locks {
+        let relative = lock.path.strip_prefix(root).unwrap_or(&lock.path).trim_start_matches('/');
+        let segments: Vec<&str> = if relative.is_empty() { Vec::new() } else { relative.split('/').collect() };
+        // Directories between the root and the lock, each printed once.
+        for depth in 0..segments.len().saturating_sub(1) {
+            let dir = segments[..=depth].join("/");
+            if printed.insert(dir) {
+                table.row(vec![format!("{}{}/", "  ".repeat(depth + 1), segments[depth])]);
+            }
+        }
+        let name = match segments.last() {
+            Some(last) => format!("{}{last}", "  ".repeat(segments.len())),
+            None => root.to_owned(),
+        };
+        let mut waiters = lock.waiters.to_string();
+        if lock.others > 0 {
+            waiters.push_str(&format!(" (+{} unknown)", lock.others));
+        }
+        table.row(vec![name, lock.kind.clone(), lock.holders.to_string(), waiters]);
+    }
+    let mut text = table.render();
+    let plural = if locks.len() == 1 { "" } else { "s" };
+    text.push_str(&format!("{} lock{plural} under {root}\n", locks.len()));
+    let json = json!({
+        "path": root,
+        "exists": true,
+        "locks": locks.iter().map(|lock| json!({
+            "path": lock.path,
+            "kind": lock.kind,
+            "holders": lock.holders,
+            "waiters": lock.waiters,
+            "unknown": lock.others,
+        })).collect::<Vec<_>>(),
+    });
+    Report { text, json, not_found: None }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn semaphore_parts_belong_to_the_semaphore() {
+        let with_leases: HashSet<String> = ["/a/sem".to_owned()].into();
+        assert_eq!(lock_of("/a/sem/leases", &with_leases), "/a/sem");
+        assert_eq!(lock_of("/a/sem/locks", &with_leases), "/a/sem");
+        assert_eq!(lock_of("/a/other/locks", &with_leases), "/a/other/locks", "a mutex named `locks`");
+        assert_eq!(lock_of("/a/mutex", &with_leases), "/a/mutex");
+        assert_eq!(lock_of("/locks", &with_leases), "/locks");
+    }
+
+    #[test]
+    fn sequences_need_ten_digits() {
+        assert!(has_sequence("_c_x-lock-0000000001"));
+        assert!(!has_sequence("product_42"));
+        assert!(!has_sequence("x-000000001"));
+    }
+
+    #[test]
+    fn outline_indents_directories_once() {
+        let lock = |path: &str| Lock { path: path.into(), kind: "mutex".into(), holders: 1, waiters: 0, others: 0 };
+        let text = report("/r", &[lock("/r/a/x"), lock("/r/a/y"), lock("/r/b")]).text;
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[1].trim_end(), "/r/");
+        assert_eq!(lines[2].trim_end(), "  a/");
+        assert!(lines[3].starts_with("    x ") && lines[4].starts_with("    y "), "{text}");
+        assert!(lines[5].starts_with("  b "), "{text}");
+        assert_eq!(lines[6], "3 locks under /r");
+    }
+}
