@@ -86,6 +86,7 @@ async fn parent(workers: usize, jobs: usize, work: Duration) -> Result<(), BoxEr
             while let Ok(Some(line)) = stdout.next_line().await {
                 let _ = lines.send(line);
             }
+            let _ = lines.send("exited".to_owned());
         });
         children.push(child);
     }
@@ -127,6 +128,11 @@ async fn parent(workers: usize, jobs: usize, work: Duration) -> Result<(), BoxEr
                 finishes += 1;
                 println!("  {} worker {worker} finishes job {job} ({running} still running)", stamp(started));
             }
+            Some(Event::Exited) => {
+                // A worker that failed before it was ready must not keep the others waiting:
+                // closing their stdin lets them go.
+                go.clear();
+            }
             None => println!("{line}"),
         }
     }
@@ -161,7 +167,7 @@ async fn worker(id: usize, jobs: usize, work: Duration) -> Result<(), BoxError> 
     let me = Worker { id, work, running: SharedCount::new(RUNNING_PATH, 0) };
     me.running.start().await?;
     println!("ready");
-    // The parent's go-ahead: a line on stdin once every worker is ready.
+    // The parent's go-ahead: a line on stdin once every worker is ready (or the end of stdin).
     tokio::task::spawn_blocking(|| std::io::stdin().read_line(&mut String::new())).await??;
     for job in 1..=jobs {
         println!("asks {id} {job}");
@@ -203,17 +209,32 @@ async fn add(count: &SharedCount, delta: i32) -> zk_lock::Result<i32> {
 /// What a worker reports on its stdout, one line each.
 enum Event {
     Ready,
-    Asks { worker: usize, job: usize },
-    Starts { worker: usize, job: usize, running: i32 },
-    Finishes { worker: usize, job: usize, running: i32 },
+    /// Not printed by the worker: the parent's note that its output ended.
+    Exited,
+    Asks {
+        worker: usize,
+        job: usize,
+    },
+    Starts {
+        worker: usize,
+        job: usize,
+        running: i32,
+    },
+    Finishes {
+        worker: usize,
+        job: usize,
+        running: i32,
+    },
 }
 
 impl Event {
     fn parse(line: &str) -> Option<Self> {
         let mut words = line.split(' ');
         let kind = words.next()?;
-        if kind == "ready" {
-            return Some(Self::Ready);
+        match kind {
+            "ready" => return Some(Self::Ready),
+            "exited" => return Some(Self::Exited),
+            _ => {}
         }
         let worker = words.next()?.parse().ok()?;
         let job = words.next()?.parse().ok()?;
