@@ -220,7 +220,8 @@ fn parent(
     let started = Instant::now();
     let tally = tokio::runtime::Runtime::new()?.block_on(generate(load, &addrs));
     let wall = started.elapsed();
-    instances.tell_all("quit")?;
+    // An instance that already died cannot read this; `wait` reports how it ended.
+    let _ = instances.tell_all("quit");
     instances.wait()?;
     let final_stock = store.stock(load.product)?;
 
@@ -292,7 +293,14 @@ async fn generate(load: &Load, addrs: &[SocketAddr]) -> Tally {
 
     let mut tally = Tally { per_instance: vec![0; addrs.len()], ..Tally::default() };
     for client in clients {
-        let answers = client.await.unwrap_or_default();
+        let answers = match client.await {
+            Ok(answers) => answers,
+            Err(e) => {
+                eprintln!("a client of the load generator failed: {e}");
+                tally.errors += load.requests;
+                continue;
+            }
+        };
         for (instance, answer) in answers {
             tally.per_instance[instance] += 1;
             match answer.as_ref().map(|(_, body)| Outcome::from_word(body)) {

@@ -1,6 +1,6 @@
 //! Copies of the running example as child processes: the parent talks to them through their
-//! stdin and reads their stdout line by line (like examples/lock_order.rs). A child's stdin
-//! closing means "stop", so children never outlive their parent.
+//! stdin and reads their stdout line by line (like examples/lock_order.rs). Children wait on
+//! their stdin and give up when it closes, so a parent that fails leaves none waiting.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
