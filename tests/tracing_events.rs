@@ -41,11 +41,14 @@ impl Visit for FieldsOf {
     }
 }
 
+/// A span's metadata and the fields recorded on it so far.
+type SpanRecord = (&'static Metadata<'static>, HashMap<String, String>);
+
 /// Keeps every span's fields and every event of the `zk_lock` target.
 #[derive(Default)]
 struct Recorder {
     next_id: AtomicU64,
-    spans: StdMutex<HashMap<u64, (&'static Metadata<'static>, HashMap<String, String>)>>,
+    spans: StdMutex<HashMap<u64, SpanRecord>>,
     events: StdMutex<Vec<Recorded>>,
 }
 
