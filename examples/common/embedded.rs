@@ -18,7 +18,7 @@ impl ZooKeeper {
     ///
     /// The testing kit's error when a local server cannot be started (Java or the Debian
     /// `zookeeper` package missing: run `scripts/install-deps`).
-    pub fn configured_or_throwaway() -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
+    pub fn configured_or_throwaway() -> Result<Self, Box<dyn std::error::Error>> {
         if let Ok(connect_string) = std::env::var(zk_lock::CONNECT_ENV) {
             return Ok(Self { connect_string, _server: None });
         }
