@@ -289,6 +289,25 @@ impl TestingCluster {
         })
     }
 
+    /// The index of the running server that the client of session `session_id` is connected to,
+    /// asked with `cons`; `None` while it is connected to none (e.g. reconnecting).
+    ///
+    /// Use it to kill the very server a client talks to, so that its requests in flight lose
+    /// their replies.
+    pub fn server_of_session(&self, session_id: i64) -> Option<usize> {
+        // `cons` prints `sid=0x<hex>` followed by `,` or `)`; the delimiter keeps one id from
+        // matching the start of a longer one.
+        let sid = format!("sid={session_id:#x}");
+        let processes = self.lock();
+        (0..self.members.len()).find(|&index| {
+            processes[index].is_some()
+                && four_letter_word_within(self.members[index].addr(), "cons", PROBE_TIMEOUT).is_ok_and(|cons| {
+                    cons.match_indices(&sid)
+                        .any(|(at, _)| matches!(cons[at + sid.len()..].chars().next(), Some(',' | ')')))
+                })
+        })
+    }
+
     /// Waits until every running server is leader or follower, with exactly one leader, as after
     /// [`start`](Self::start); returns the leader's index. Use it after killing servers, to
     /// wait for the election.

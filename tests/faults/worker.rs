@@ -1,0 +1,574 @@
+//! The worker processes: the test binary run again (see [`super::fleet`]), contending on the
+//! locks and reporting every grant as a line on stdout.
+//!
+//! A worker reads its settings from [`ENV`]. Its stdin is the parent's control channel: a line
+//! `stop` ends the work (the worker then reports `idle`, with nothing held or queued, and waits),
+//! end of input lets it exit.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use zk_lock::{zk_lock, Client, Error, MutexGuard, ReadGuard, RwLock, Semaphore, SemaphorePermit, WriteGuard};
+use zookeeper_client::SessionState;
+
+use super::history::{now_ns, Grant, Kind, LateWrite, Line, Outcome, Written};
+use super::store::StoreClient;
+use crate::support::zk::Rng;
+
+/// The environment variable carrying a worker's settings; without it the worker test returns.
+pub const ENV: &str = "ZK_LOCK_FAULTS_WORKER";
+
+/// Name of the client the annotated functions use (`client = "faults"`).
+const CLIENT_NAME: &str = "faults";
+
+/// Generous: an election or a whole-ensemble restart stalls every acquisition for a while.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Permits of the semaphore every worker shares.
+pub const SEMAPHORE_LEASES: u32 = 2;
+
+/// The lock paths of a run: `/faults/<run>/...`.
+pub fn base_path(run: &str) -> String {
+    format!("/faults/{run}")
+}
+
+/// What a worker does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Acquires and releases in a loop, `tasks` at a time.
+    Contend,
+    /// As `Contend`, and also cancels acquisitions at random points and panics while holding.
+    Chaos,
+    /// Takes `gc` in an `on_lost = "abort"` function and holds it until the lock is lost.
+    GcHolder,
+    /// Takes `gc` once.
+    Once,
+}
+
+/// A worker's settings, passed as `key=value` words in [`ENV`].
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub id: String,
+    pub role: Role,
+    pub connect: String,
+    pub store: SocketAddr,
+    pub run: String,
+    pub session: Duration,
+    pub tasks: usize,
+    /// The recipes to use: `mutex`, `read`, `write`, `sem`.
+    pub ops: Vec<String>,
+    /// Upper bound of the random time a holder keeps the lock.
+    pub hold: Duration,
+}
+
+impl Config {
+    pub fn encode(&self) -> String {
+        let role = match self.role {
+            Role::Contend => "contend",
+            Role::Chaos => "chaos",
+            Role::GcHolder => "gc-holder",
+            Role::Once => "once",
+        };
+        format!(
+            "id={} role={role} connect={} store={} run={} session_ms={} tasks={} ops={} hold_us={}",
+            self.id,
+            self.connect,
+            self.store,
+            self.run,
+            self.session.as_millis(),
+            self.tasks,
+            self.ops.join(","),
+            self.hold.as_micros()
+        )
+    }
+
+    fn decode(spec: &str) -> Config {
+        let fields: HashMap<&str, &str> = spec.split_whitespace().filter_map(|word| word.split_once('=')).collect();
+        let get = |key: &str| *fields.get(key).unwrap_or_else(|| panic!("`{key}` missing in {ENV}={spec}"));
+        let number = |key: &str| get(key).parse::<u64>().unwrap_or_else(|_| panic!("bad `{key}` in {spec}"));
+        Config {
+            id: get("id").to_owned(),
+            role: match get("role") {
+                "contend" => Role::Contend,
+                "chaos" => Role::Chaos,
+                "gc-holder" => Role::GcHolder,
+                "once" => Role::Once,
+                other => panic!("unknown role {other}"),
+            },
+            connect: get("connect").to_owned(),
+            store: get("store").parse().expect("the store's address"),
+            run: get("run").to_owned(),
+            session: Duration::from_millis(number("session_ms")),
+            tasks: number("tasks") as usize,
+            ops: get("ops").split(',').map(str::to_owned).collect(),
+            hold: Duration::from_micros(number("hold_us")),
+        }
+    }
+}
+
+fn emit(line: Line) {
+    println!("{line}");
+}
+
+/// The worker's entry point: does nothing unless [`ENV`] is set.
+pub fn run_if_worker() {
+    let Ok(spec) = std::env::var(ENV) else { return };
+    let config = Config::decode(&spec);
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(run(config));
+}
+
+/// The parent's orders, read from stdin.
+#[derive(Debug, Clone, Copy, Default)]
+struct Orders {
+    stop: bool,
+    exit: bool,
+}
+
+fn read_orders() -> watch::Receiver<Orders> {
+    let (send, orders) = watch::channel(Orders::default());
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            match line {
+                Ok(line) if line.trim() == "stop" => send.send_modify(|o| o.stop = true),
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        // End of input: the parent is done with us, or gone.
+        send.send_modify(|o| *o = Orders { stop: true, exit: true });
+    });
+    orders
+}
+
+/// What a worker counts besides grants.
+#[derive(Default)]
+struct Stats {
+    /// Acquisitions that were under way while the connection dropped, and granted afterwards.
+    spanned: AtomicU64,
+    cancels: AtomicU64,
+    panics: AtomicU64,
+    failures: AtomicU64,
+    disconnects: AtomicU64,
+}
+
+struct Worker {
+    config: Config,
+    client: Client,
+    stats: Stats,
+    orders: watch::Receiver<Orders>,
+}
+
+async fn run(config: Config) {
+    let orders = read_orders();
+    // Chaos panics on purpose; keep stderr for the unexpected ones.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let chaos = info.payload().downcast_ref::<&str>().is_some_and(|msg| msg.starts_with("chaos panic"));
+        if !chaos {
+            default_hook(info);
+        }
+    }));
+    let client = Client::builder(config.connect.clone())
+        .session_timeout(config.session)
+        .install_as(CLIENT_NAME)
+        .await
+        .unwrap_or_else(|e| panic!("worker {}: connect: {e}", config.id));
+    let zk = client.zookeeper();
+    emit(Line::new("session").with("proc", &config.id).with("id", zk.session_id().0));
+    let worker = Arc::new(Worker { config, client, stats: Stats::default(), orders });
+    count_disconnects(&worker, zk.state_watcher());
+    drop(zk);
+
+    match worker.config.role {
+        Role::Contend | Role::Chaos => {
+            let tasks: Vec<_> = (0..worker.config.tasks)
+                .map(|task| tokio::spawn(worker.clone().contend(task, worker.config.role == Role::Chaos)))
+                .collect();
+            for task in tasks {
+                task.await.expect("a contending task panicked");
+            }
+        }
+        Role::GcHolder => worker.gc_holder().await,
+        Role::Once => {
+            let mut store = StoreClient::new(worker.config.store);
+            let op = Op { kind: Kind::Mutex, path: format!("{}/gc", base_path(&worker.config.run)) };
+            match worker.acquire(&op, "once").await {
+                Ok(guard) => worker.hold(&format!("{}/once", worker.config.id), &op, guard, &mut store, false).await,
+                Err(e) => panic!("worker {}: lock {}: {e}", worker.config.id, op.path),
+            }
+        }
+    }
+
+    let stats = &worker.stats;
+    emit(
+        Line::new("idle")
+            .with("proc", &worker.config.id)
+            .with("spanned", stats.spanned.load(Ordering::SeqCst))
+            .with("cancels", stats.cancels.load(Ordering::SeqCst))
+            .with("panics", stats.panics.load(Ordering::SeqCst))
+            .with("failures", stats.failures.load(Ordering::SeqCst))
+            .with("disconnects", stats.disconnects.load(Ordering::SeqCst)),
+    );
+    let mut orders = worker.orders.clone();
+    let _ = orders.wait_for(|o| o.exit).await;
+}
+
+/// Counts the first session's disconnections, to tell acquisitions that rode one out.
+fn count_disconnects(worker: &Arc<Worker>, mut states: zookeeper_client::StateWatcher) {
+    let worker = worker.clone();
+    tokio::spawn(async move {
+        loop {
+            match states.changed().await {
+                SessionState::Disconnected => {
+                    worker.stats.disconnects.fetch_add(1, Ordering::SeqCst);
+                }
+                state if state.is_terminated() => return,
+                _ => {}
+            }
+        }
+    });
+}
+
+/// One acquisition to make.
+#[derive(Debug, Clone)]
+struct Op {
+    kind: Kind,
+    path: String,
+}
+
+/// Any of the guards a worker holds.
+enum AnyGuard {
+    Mutex(MutexGuard),
+    Read(ReadGuard),
+    Write(WriteGuard),
+    Permit(SemaphorePermit),
+}
+
+macro_rules! each_guard {
+    ($guard:expr, $g:ident => $body:expr) => {
+        match $guard {
+            AnyGuard::Mutex($g) => $body,
+            AnyGuard::Read($g) => $body,
+            AnyGuard::Write($g) => $body,
+            AnyGuard::Permit($g) => $body,
+        }
+    };
+}
+
+impl AnyGuard {
+    fn token(&self) -> i64 {
+        each_guard!(self, g => g.fencing_token())
+    }
+
+    fn is_held(&self) -> bool {
+        each_guard!(self, g => g.is_held())
+    }
+
+    async fn release(self) -> zk_lock::Result<()> {
+        each_guard!(self, g => g.release().await)
+    }
+}
+
+impl Worker {
+    fn stopped(&self) -> bool {
+        self.orders.borrow().stop
+    }
+
+    fn pick(&self, rng: &mut Rng) -> Op {
+        let base = base_path(&self.config.run);
+        let ops = &self.config.ops;
+        match ops[rng.below(ops.len() as u64) as usize].as_str() {
+            "mutex" => Op { kind: Kind::Mutex, path: format!("{base}/m{}", rng.below(2)) },
+            "read" => Op { kind: Kind::Read, path: format!("{base}/rw") },
+            "write" => Op { kind: Kind::Write, path: format!("{base}/rw") },
+            "sem" => Op { kind: Kind::Semaphore(SEMAPHORE_LEASES), path: format!("{base}/sem") },
+            other => panic!("unknown op {other}"),
+        }
+    }
+
+    /// Acquires `op`, with node data naming this acquisition, so a leaked node tells whose it is.
+    async fn acquire(&self, op: &Op, data: &str) -> zk_lock::Result<AnyGuard> {
+        let data = format!("{}/{data}", self.config.id).into_bytes();
+        let client = &self.client;
+        match op.kind {
+            Kind::Mutex => {
+                let mutex = zk_lock::Mutex::with_client(client, &op.path).with_data(data);
+                mutex.lock_timeout(ACQUIRE_TIMEOUT).await.map(AnyGuard::Mutex)
+            }
+            Kind::Read => {
+                let lock = RwLock::with_client(client, &op.path).with_data(data);
+                lock.read_timeout(ACQUIRE_TIMEOUT).await.map(AnyGuard::Read)
+            }
+            Kind::Write => {
+                let lock = RwLock::with_client(client, &op.path).with_data(data);
+                lock.write_timeout(ACQUIRE_TIMEOUT).await.map(AnyGuard::Write)
+            }
+            Kind::Semaphore(max) => {
+                let semaphore = Semaphore::with_client(client, &op.path, max).with_data(data);
+                semaphore.acquire_timeout(ACQUIRE_TIMEOUT).await.map(AnyGuard::Permit)
+            }
+        }
+    }
+
+    /// The critical section: a fenced write for exclusive locks, a random hold, the release;
+    /// reports the grant. With `panic`, panics instead of releasing (the guard is dropped
+    /// during unwinding) after reporting the grant as `dropped`.
+    async fn hold(&self, proc: &str, op: &Op, guard: AnyGuard, store: &mut StoreClient, panic: bool) {
+        let token = guard.token();
+        let start = now_ns();
+        let write = if op.kind.exclusive() {
+            match store.write(&op.path, token).await {
+                Ok(true) => Written::Accepted,
+                Ok(false) => Written::Rejected,
+                Err(e) => panic!("{proc}: the fenced store failed: {e}"),
+            }
+        } else {
+            Written::None
+        };
+        let hold_us = self.config.hold.as_micros() as u64;
+        if hold_us > 0 {
+            let pause = now_ns() % hold_us;
+            tokio::time::sleep(Duration::from_micros(pause)).await;
+        }
+        let end = now_ns();
+        let held = guard.is_held();
+        let mut grant = Grant {
+            proc: proc.to_owned(),
+            kind: op.kind,
+            path: op.path.clone(),
+            token,
+            start,
+            end,
+            outcome: Outcome::Lost,
+            write,
+        };
+        if panic {
+            grant.outcome = if held { Outcome::Dropped } else { Outcome::Lost };
+            emit(Line::from(&grant));
+            panic!("chaos panic while holding {}", op.path);
+        }
+        grant.outcome = match guard.release().await {
+            _ if !held => Outcome::Lost,
+            Ok(()) => Outcome::Released,
+            Err(Error::Lost { .. }) => Outcome::Lost,
+            Err(e) => {
+                eprintln!("{proc}: release of {}: {e}", op.path);
+                Outcome::Failed
+            }
+        };
+        emit(Line::from(&grant));
+    }
+
+    fn failed(&self, proc: &str, op: &Op, error: impl std::fmt::Display) {
+        self.stats.failures.fetch_add(1, Ordering::SeqCst);
+        emit(Line::new("fail").with("proc", proc).with("path", &op.path).with("msg", error));
+    }
+
+    /// One contending task: acquire, hold, release until told to stop.
+    async fn contend(self: Arc<Self>, task: usize, chaos: bool) {
+        let proc = format!("{}/t{task}", self.config.id);
+        let mut rng = Rng::from_time();
+        let mut store = StoreClient::new(self.config.store);
+        let mut seq = 0u64;
+        while !self.stopped() {
+            seq += 1;
+            let op = self.pick(&mut rng);
+            let data = format!("t{task}/{seq}");
+            let disconnects = self.stats.disconnects.load(Ordering::SeqCst);
+            let dice = if chaos { rng.below(100) } else { 100 };
+            let acquired = match dice {
+                // Cancel with a timer at a random moment: mid-create, queued, or just granted.
+                0..25 => {
+                    let within = Duration::from_micros(rng.below(4_000));
+                    match tokio::time::timeout(within, self.acquire(&op, &data)).await {
+                        Ok(acquired) => acquired,
+                        Err(_) => {
+                            self.stats.cancels.fetch_add(1, Ordering::SeqCst);
+                            continue;
+                        }
+                    }
+                }
+                // Cancel after a random number of polls, whatever the clock says.
+                25..45 => match polled_at_most(rng.below(8) as usize, self.acquire(&op, &data)).await {
+                    Some(acquired) => acquired,
+                    None => {
+                        self.stats.cancels.fetch_add(1, Ordering::SeqCst);
+                        continue;
+                    }
+                },
+                // The attribute's path, cancelled at a random point of the acquire or the body.
+                45..55 => {
+                    let n = rng.below(2);
+                    let within = Duration::from_micros(rng.below(6_000));
+                    let call = annotated(&self.config.run, n, &proc, &mut store, false);
+                    if tokio::time::timeout(within, call).await.is_err() {
+                        self.stats.cancels.fetch_add(1, Ordering::SeqCst);
+                    }
+                    continue;
+                }
+                // Panic while holding, in a task of its own: its guard is dropped unwinding.
+                55..65 => {
+                    let worker = self.clone();
+                    let (task_proc, op, data, annotate) = (proc.clone(), op.clone(), data.clone(), rng.below(2) == 0);
+                    let proc = &proc;
+                    let run = self.config.run.clone();
+                    let addr = self.config.store;
+                    let task = tokio::spawn(async move {
+                        let mut store = StoreClient::new(addr);
+                        if annotate {
+                            let _ = annotated(&run, 0, &task_proc, &mut store, true).await;
+                        } else {
+                            match worker.acquire(&op, &data).await {
+                                Ok(guard) => worker.hold(&task_proc, &op, guard, &mut store, true).await,
+                                Err(e) => worker.failed(&task_proc, &op, e),
+                            }
+                        }
+                    });
+                    match task.await {
+                        Err(e) if e.is_panic() => {
+                            self.stats.panics.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Err(e) => panic!("{proc}: the panicking task: {e}"),
+                        Ok(()) => {}
+                    }
+                    continue;
+                }
+                _ => self.acquire(&op, &data).await,
+            };
+            match acquired {
+                Ok(guard) => {
+                    if self.stats.disconnects.load(Ordering::SeqCst) != disconnects {
+                        self.stats.spanned.fetch_add(1, Ordering::SeqCst);
+                    }
+                    self.hold(&proc, &op, guard, &mut store, false).await;
+                }
+                Err(e) => self.failed(&proc, &op, e),
+            }
+        }
+    }
+
+    /// Holds `gc` in an `on_lost = "abort"` function until the lock is lost, then tries a late
+    /// write with the old token. Also holds `manual` with a plain guard and reports its loss.
+    async fn gc_holder(&self) {
+        let base = base_path(&self.config.run);
+        let id = &self.config.id;
+        let manual = zk_lock::Mutex::with_client(&self.client, format!("{base}/manual"));
+        let manual = manual.lock_timeout(ACQUIRE_TIMEOUT).await.expect("lock `manual`");
+        let lost = manual.lost();
+        let proc = id.clone();
+        tokio::spawn(async move {
+            let reason = lost.await;
+            emit(Line::new("event").with("proc", proc).with("name", "manual-lost").with("msg", reason));
+        });
+
+        let mut store = StoreClient::new(self.config.store);
+        let mut record = None;
+        let outcome = gc_body(&self.config.run, id, &mut store, &mut record).await;
+        let end = now_ns();
+        emit(Line::new("event").with("proc", id).with("name", "returned").with("msg", format!("{outcome:?}")));
+        let (token, start, write) = record.expect("the body started");
+        let path = format!("{base}/gc");
+        let outcome = if matches!(outcome, Err(Error::Lost { .. })) { Outcome::Lost } else { Outcome::Released };
+        emit(Line::from(&Grant {
+            proc: id.clone(),
+            kind: Kind::Mutex,
+            path: path.clone(),
+            token,
+            start,
+            end,
+            outcome,
+            write,
+        }));
+
+        // The write of a holder that came back from a pause and has not checked yet: it must bounce.
+        let late = match store.write(&path, token).await.expect("the fenced store") {
+            true => Written::Accepted,
+            false => Written::Rejected,
+        };
+        emit(Line::from(&LateWrite { proc: id.clone(), path, token, at: now_ns(), write: late }));
+        emit(Line::new("event").with("proc", id).with("name", "manual-held").with("held", manual.is_held()));
+        let released = manual.release().await;
+        emit(Line::new("event").with("proc", id).with("name", "manual-released").with("msg", format!("{released:?}")));
+    }
+}
+
+/// Polls `future` at most `polls` times, yielding in between; `None` if it was not ready by then
+/// (it is dropped there, at whatever point it had reached).
+async fn polled_at_most<F: Future>(polls: usize, future: F) -> Option<F::Output> {
+    let mut future = pin!(future);
+    for _ in 0..polls {
+        let poll = std::future::poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await;
+        if let Poll::Ready(output) = poll {
+            return Some(output);
+        }
+        tokio::task::yield_now().await;
+    }
+    None
+}
+
+/// A critical section written with the attribute. Reports its grant before any later await, so
+/// the reported interval ends before a cancellation can drop the guard.
+#[zk_lock(path = "/faults/<run>/m<n>", client = "faults", guard = g)]
+async fn annotated(run: &str, n: u64, proc: &str, store: &mut StoreClient, panic: bool) -> Result<(), Error> {
+    let path = format!("{}/m{n}", base_path(run));
+    let token = g.fencing_token();
+    let start = now_ns();
+    let write = match store.write(&path, token).await {
+        Ok(true) => Written::Accepted,
+        Ok(false) => Written::Rejected,
+        Err(e) => panic!("{proc}: the fenced store failed: {e}"),
+    };
+    let end = now_ns();
+    let outcome = if g.is_held() { Outcome::Dropped } else { Outcome::Lost };
+    emit(Line::from(&Grant {
+        proc: format!("{proc}/attr"),
+        kind: Kind::Mutex,
+        path,
+        token,
+        start,
+        end,
+        outcome,
+        write,
+    }));
+    if panic {
+        panic!("chaos panic in an annotated body");
+    }
+    // A cancellation point inside the body, after the report.
+    tokio::task::yield_now().await;
+    Ok(())
+}
+
+/// The GC-pause victim's body: writes, announces it holds, then works "forever"; the attribute
+/// must drop it when the lock is lost.
+#[zk_lock(path = "/faults/<run>/gc", client = "faults", guard = g)]
+async fn gc_body(
+    run: &str,
+    proc: &str,
+    store: &mut StoreClient,
+    record: &mut Option<(i64, u64, Written)>,
+) -> Result<(), Error> {
+    let path = format!("{}/gc", base_path(run));
+    let token = g.fencing_token();
+    let start = now_ns();
+    let write =
+        if store.write(&path, token).await.expect("the fenced store") { Written::Accepted } else { Written::Rejected };
+    *record = Some((token, start, write));
+    let lost = g.lost();
+    let who = proc.to_owned();
+    tokio::spawn(async move {
+        let reason = lost.await;
+        emit(Line::new("event").with("proc", who).with("name", "body-lost").with("msg", reason));
+    });
+    emit(Line::new("event").with("proc", proc).with("name", "holding").with("token", token));
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    emit(Line::new("event").with("proc", proc).with("name", "body-finished"));
+    Ok(())
+}
