@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex as StdMutex, RwLock, Weak};
 use std::time::Duration;
 
-use zookeeper_client::{CreateMode, Error as ZkError};
+use zookeeper_client::{Acl, Acls, CreateMode, Error as ZkError, Permission};
 
 use crate::background;
 use crate::error::{Error, Result};
@@ -48,8 +48,33 @@ struct ClientConfig {
     namespace: Option<String>,
     default_timeout: Option<Duration>,
     auth: Vec<(String, Vec<u8>)>,
+    /// The ACL of every node created; `None` means `world:anyone` with all permissions.
+    acl: Option<Vec<Acl>>,
+    #[cfg(feature = "tls")]
+    tls: Option<TlsConfig>,
     /// False for a wrapped foreign client, which we cannot reconnect.
     renewable: bool,
+}
+
+impl ClientConfig {
+    /// What to check when no session comes up: a TLS handshake that fails looks the same.
+    fn unreachable_hint(&self) -> &'static str {
+        #[cfg(feature = "tls")]
+        if self.tls.is_some() {
+            return "is the server running and serving tls on that port, with a certificate signed by the \
+                    given ca, and does it accept this client's certificate?";
+        }
+        "is the server running?"
+    }
+}
+
+/// TLS settings, kept as given until connecting so that the builder stays infallible.
+#[cfg(feature = "tls")]
+#[derive(Clone, Default)]
+struct TlsConfig {
+    ca_pem: Option<String>,
+    identity_pem: Option<(String, String)>,
+    options: Option<zookeeper_client::TlsOptions>,
 }
 
 impl Client {
@@ -70,6 +95,9 @@ impl Client {
             namespace: None,
             default_timeout: None,
             auth: Vec::new(),
+            acl: None,
+            #[cfg(feature = "tls")]
+            tls: None,
             renewable: false,
         };
         Self::with_session(config, Session::new(zk))
@@ -98,6 +126,20 @@ impl Client {
     /// The connect string this client was built with (empty for a wrapped foreign client).
     pub fn connect_string(&self) -> &str {
         &self.inner.config.connect_string
+    }
+
+    /// The ACL of the nodes this client creates (set by [`ClientBuilder::acl`]; `world:anyone`
+    /// with all permissions by default).
+    pub fn acl(&self) -> &[Acl] {
+        match &self.inner.config.acl {
+            Some(acl) => acl,
+            None => &ANYONE_ALL,
+        }
+    }
+
+    /// The ACL for create requests: a borrowed value, so a request costs nothing extra.
+    pub(crate) fn node_acls(&self) -> Acls<'_> {
+        acls_of(self.inner.config.acl.as_deref())
     }
 
     fn current_session(&self) -> Arc<Session> {
@@ -142,7 +184,8 @@ impl fmt::Debug for Client {
     }
 }
 
-/// Builds a [`Client`]: session timeout, namespace, default acquire timeout, authentication.
+/// Builds a [`Client`]: session timeout, namespace, default acquire timeout, authentication,
+/// the ACL of the nodes it creates, and (feature `tls`) TLS.
 ///
 /// ```no_run
 /// # async fn demo() -> zk_lock::Result<()> {
@@ -182,6 +225,9 @@ impl ClientBuilder {
             namespace: None,
             default_timeout: None,
             auth: Vec::new(),
+            acl: None,
+            #[cfg(feature = "tls")]
+            tls: None,
             renewable: true,
         };
         Self { config }
@@ -214,9 +260,88 @@ impl ClientBuilder {
         self
     }
 
-    /// Adds authentication, e.g. `auth("digest", b"user:password")`.
+    /// Adds authentication, e.g. `auth("digest", b"user:password")`; sent again on every
+    /// reconnection and for every renewed session.
+    ///
+    /// Credentials only identify the client. To keep other clients from deleting or changing
+    /// this client's lock nodes, also set an [`acl`](Self::acl).
     pub fn auth(mut self, scheme: impl Into<String>, credentials: impl Into<Vec<u8>>) -> Self {
         self.config.auth.push((scheme.into(), credentials.into()));
+        self
+    }
+
+    /// The ACL of every node this client creates: lock, lease and shared count nodes, the
+    /// container parents of lock paths, and the namespace node (default: `world:anyone` with
+    /// all permissions, as Curator's default `ACLProvider`).
+    ///
+    /// With [`Acls::creator_all()`](crate::Acls::creator_all) and [`auth`](Self::auth), only
+    /// clients with the same credentials can take, delete or overwrite the locks: others get
+    /// [`Error::NoAuth`]. ZooKeeper checks a delete against the ACL of the *parent*, so this
+    /// protects lock paths whose parents this ACL created; parents that already exist keep
+    /// their own ACL. Every client taking the same locks needs the `READ` permission on the
+    /// nodes (waiters read the node ahead of them), `CREATE` and `DELETE` on the parents.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> zk_lock::Result<()> {
+    /// let client = zk_lock::Client::builder("10.0.0.1:2181")
+    ///     .auth("digest", "orders:secret")
+    ///     .acl(&zk_lock::Acls::creator_all())
+    ///     .install()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// A connect fails with [`Error::Connect`] when the list is empty, or when it names the
+    /// `auth` scheme (as `creator_all` does) but no credentials were added.
+    pub fn acl(mut self, acl: &[Acl]) -> Self {
+        self.config.acl = Some(acl.to_vec());
+        self
+    }
+
+    /// Connects over TLS (feature `tls`), trusting the CA certificates (and revocation lists)
+    /// in `ca_pem`, in PEM format. Every server of the connect string is then reached over TLS, except those
+    /// written `tcp://host:port`. The server certificate must name the host as written in the
+    /// connect string (an IP address needs an IP subject alternative name).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = zk_lock::Client::builder("zk1.internal:2281,zk2.internal:2281")
+    ///     .tls_ca_pem(std::fs::read_to_string("/etc/zookeeper/ca.pem")?)
+    ///     .tls_identity_pem(
+    ///         std::fs::read_to_string("/etc/orders/client.pem")?,
+    ///         std::fs::read_to_string("/etc/orders/client.key")?,
+    ///     )
+    ///     .install()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Needs a crypto provider for rustls: if the process has not installed one, connecting
+    /// installs aws-lc-rs (rustls' default) as the process default.
+    ///
+    /// A connect fails with [`Error::Connect`] when the PEM holds no certificate.
+    #[cfg(feature = "tls")]
+    pub fn tls_ca_pem(mut self, ca_pem: impl Into<String>) -> Self {
+        self.config.tls.get_or_insert_with(TlsConfig::default).ca_pem = Some(ca_pem.into());
+        self
+    }
+
+    /// The client certificate (chain) and private key, in PEM format, presented to servers that
+    /// authenticate clients (feature `tls`; `ssl.clientAuth=need`). Needs [`tls_ca_pem`](Self::tls_ca_pem).
+    ///
+    /// A connect fails with [`Error::Connect`] when the PEM holds no certificate or key.
+    #[cfg(feature = "tls")]
+    pub fn tls_identity_pem(mut self, cert_pem: impl Into<String>, key_pem: impl Into<String>) -> Self {
+        self.config.tls.get_or_insert_with(TlsConfig::default).identity_pem = Some((cert_pem.into(), key_pem.into()));
+        self
+    }
+
+    /// Connects over TLS with zookeeper-client's own options (feature `tls`), for what the PEM methods do not
+    /// cover (certificates that are renewed while running, no hostname verification). Replaces
+    /// [`tls_ca_pem`](Self::tls_ca_pem) and [`tls_identity_pem`](Self::tls_identity_pem).
+    #[cfg(feature = "tls")]
+    pub fn tls_options(mut self, options: zookeeper_client::TlsOptions) -> Self {
+        self.config.tls = Some(TlsConfig { options: Some(options), ..TlsConfig::default() });
         self
     }
 
@@ -224,8 +349,10 @@ impl ClientBuilder {
     ///
     /// # Errors
     ///
-    /// [`Error::Connect`] if no session is established within the connect timeout, and
-    /// [`Error::InvalidPath`] for a bad namespace.
+    /// - [`Error::Connect`], naming the connect string, if it is malformed, if no session is
+    ///   established within the connect timeout, or if the ACL or TLS settings cannot work.
+    /// - [`Error::InvalidPath`] for a bad namespace.
+    /// - [`Error::NoAuth`] if the namespace node cannot be created for lack of permission.
     ///
     /// # Cancel safety
     ///
@@ -274,13 +401,14 @@ async fn open_session(config: ClientConfig) -> Result<Arc<Session>> {
     if let Some(namespace) = &config.namespace {
         validate_lock_path(namespace)?;
     }
+    check_acl(&config)?;
     let connect_string = config.connect_string.clone();
     let connect_timeout = config.connect_timeout;
     let connecting = background::spawn(async move {
         let zk = tokio::time::timeout(connect_timeout, connect(&config)).await.map_err(|_| {
             connect_error(
                 &config.connect_string,
-                format!("no session within {connect_timeout:?}; is the server running?"),
+                format!("no session within {connect_timeout:?}; {}", config.unreachable_hint()),
             )
         })??;
         Ok::<_, Error>(Session::new(zk))
@@ -299,25 +427,93 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// What [`Acls::anyone_all`] stands for, as a list.
+static ANYONE_ALL: [Acl; 1] = [Acl::new_const(Permission::ALL, "world", "anyone")];
+
+fn acls_of(acl: Option<&[Acl]>) -> Acls<'_> {
+    match acl {
+        Some(acl) => Acls::new(acl),
+        None => Acls::anyone_all(),
+    }
+}
+
+/// Refuses, before any request, an ACL that the server would reject on every create.
+fn check_acl(config: &ClientConfig) -> Result<()> {
+    let Some(acl) = &config.acl else { return Ok(()) };
+    if acl.is_empty() {
+        return Err(connect_error(
+            &config.connect_string,
+            "the ACL is empty, which zookeeper refuses for every node; give at least one entry, \
+             like `Acls::creator_all()`"
+                .to_owned(),
+        ));
+    }
+    let needs_auth = acl.iter().any(|acl| acl.scheme() == "auth");
+    if needs_auth && config.auth.is_empty() {
+        return Err(connect_error(
+            &config.connect_string,
+            "the ACL grants permissions to the creator's credentials (scheme `auth`, as in \
+             `Acls::creator_all()`), but the client has none; add them with \
+             `.auth(\"digest\", \"user:password\")`"
+                .to_owned(),
+        ));
+    }
+    Ok(())
+}
+
 async fn connect(config: &ClientConfig) -> Result<zookeeper_client::Client> {
     let mut connector = zookeeper_client::Client::connector().with_session_timeout(config.session_timeout);
     for (scheme, credentials) in &config.auth {
         connector = connector.with_auth(scheme, credentials);
     }
-    let zk = connector
-        .connect(&config.connect_string)
-        .await
-        .map_err(|e| connect_error(&config.connect_string, describe_connect_failure(&e)))?;
+    #[cfg(feature = "tls")]
+    if let Some(tls) = &config.tls {
+        let options = tls_options(tls).map_err(|reason| connect_error(&config.connect_string, reason))?;
+        connector = connector.with_tls(options);
+    }
+    let connecting = match () {
+        #[cfg(feature = "tls")]
+        () if config.tls.is_some() => connector.secure_connect(&config.connect_string).await,
+        () => connector.connect(&config.connect_string).await,
+    };
+    let zk = connecting.map_err(|e| connect_error(&config.connect_string, describe_connect_failure(&e)))?;
     let Some(namespace) = &config.namespace else { return Ok(zk) };
-    let options = CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    let options = CreateMode::Persistent.with_acls(acls_of(config.acl.as_deref()));
     match zk.mkdir(namespace, &options).await {
         Ok(()) | Err(ZkError::NodeExists) => {}
+        Err(ZkError::NoAuth) => return Err(Error::NoAuth { path: namespace.clone() }),
         Err(e) => {
             return Err(connect_error(&config.connect_string, format!("cannot create namespace `{namespace}`: {e}")))
         }
     }
     zk.chroot(namespace.as_str())
         .map_err(|_| Error::invalid_path(namespace, "not a valid namespace; use an absolute path like `/my-service`"))
+}
+
+/// zookeeper-client's options for `tls`; rustls' process-wide crypto provider is installed
+/// first if there is none, since zookeeper-client asks rustls for the default one, which panics
+/// when several providers are compiled in (another crate enabling `ring`, say).
+#[cfg(feature = "tls")]
+fn tls_options(tls: &TlsConfig) -> std::result::Result<zookeeper_client::TlsOptions, String> {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race with another installer is fine: there is a default either way.
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    }
+    if let Some(options) = &tls.options {
+        return Ok(options.clone());
+    }
+    let Some(ca_pem) = &tls.ca_pem else {
+        return Err("a tls client identity was given without a ca certificate; add `tls_ca_pem`".to_owned());
+    };
+    let mut options = zookeeper_client::TlsOptions::new()
+        .with_pem_ca(ca_pem)
+        .map_err(|e| format!("the tls ca certificate is unusable ({e}); give PEM text holding `BEGIN CERTIFICATE`"))?;
+    if let Some((cert, key)) = &tls.identity_pem {
+        options = options.with_pem_identity(cert, key).map_err(|e| {
+            format!("the tls client identity is unusable ({e}); give the certificate and its private key as PEM text")
+        })?;
+    }
+    Ok(options)
 }
 
 fn describe_connect_failure(error: &ZkError) -> String {

@@ -83,6 +83,14 @@ pub enum Error {
         installed: String,
     },
 
+    /// ZooKeeper refused a request under `path` for lack of permission (its `NoAuth`): the nodes
+    /// there were created with an ACL that this client's credentials do not satisfy.
+    #[error("not authorized for `{path}`: zookeeper refused the request (NoAuth) because of the ACL of the nodes there; connect with the credentials that ACL names (`ClientBuilder::auth`), or use another path")]
+    NoAuth {
+        /// The lock (or count) path.
+        path: String,
+    },
+
     /// A ZooKeeper request failed in a way the recipe does not handle itself.
     #[error("zookeeper request failed: {0}")]
     Zookeeper(#[from] zookeeper_client::Error),
@@ -125,5 +133,13 @@ impl Error {
 
     pub(crate) fn lost(path: &str, reason: LostReason) -> Self {
         Self::Lost { path: path.to_owned(), reason }
+    }
+
+    /// Names `path` in a refusal that ZooKeeper reports without it (`NoAuth`).
+    pub(crate) fn at_path(self, path: &str) -> Self {
+        match self {
+            Self::Zookeeper(zookeeper_client::Error::NoAuth) => Self::NoAuth { path: path.to_owned() },
+            other => other,
+        }
     }
 }

@@ -15,6 +15,8 @@
 //!   one client per name and opens a new session after an expiry.
 //! - Guards report loss ([`MutexGuard::lost`]) and carry a fencing token.
 //! - `zk_lock::testing` (feature `testing`) starts real ZooKeeper servers for tests.
+//! - Feature `tls` connects to ZooKeeper over TLS (`ClientBuilder::tls_ca_pem`); digest
+//!   credentials and ACLs ([`ClientBuilder::auth`], [`ClientBuilder::acl`]) need no feature.
 //!
 //! # Expansion
 //!
@@ -170,3 +172,9 @@ pub use semaphore::*;
 pub use semaphore_mutex::*;
 pub use shared_count::*;
 pub use zk_lock_macros::{zk_lock, zk_multi_lock, zk_read_lock, zk_semaphore, zk_write_lock};
+/// zookeeper-client's TLS options, for [`ClientBuilder::tls_options`].
+#[cfg(feature = "tls")]
+pub use zookeeper_client::TlsOptions;
+/// ZooKeeper's access control types, for [`ClientBuilder::acl`]: zookeeper-client's own, since
+/// [`Client::zookeeper`] hands out its client and an ACL read back from a node is one of these.
+pub use zookeeper_client::{Acl, Acls, AuthId, Permission};

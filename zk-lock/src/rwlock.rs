@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use zookeeper_client::{Acls, CreateMode, CreateOptions, Error as ZkError};
+use zookeeper_client::{Acls, CreateMode, Error as ZkError};
 
 use crate::background;
 use crate::client::Client;
@@ -17,7 +17,6 @@ use crate::trace;
 
 const READ_KIND: &str = "read";
 const WRITE_KIND: &str = "write";
-const DOWNGRADE_NODE: CreateOptions<'static> = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
 
 /// A distributed read/write lock at a ZooKeeper path, compatible with Curator's
 /// `InterProcessReadWriteLock` (`_c_<uuid>-__READ__<seq>` and `_c_<uuid>-__WRIT__<seq>` nodes).
@@ -200,7 +199,8 @@ impl RwLock {
         let losses_seen = session.health().losses;
         // Until the node is a held lock, a cancelled downgrade deletes it.
         let mut cleanup = DeleteOnDrop { zk: Some(session.zk.clone()), path: node_path.clone() };
-        let token = create_downgrade_node(&session.zk, &node_path, &self.target.node_data()).await?;
+        let token =
+            create_downgrade_node(&session.zk, &node_path, &self.target.node_data(), client.node_acls()).await?;
         cleanup.zk = None;
         let granted = Granted { session, node_path, token, losses_seen };
         Ok(Hold::new(client, READ_KIND, self.target.key(READ_KIND), &self.target.path, granted))
@@ -221,10 +221,16 @@ fn sequence_digits(name: &str) -> Option<&str> {
 
 /// Creates the downgrade's read node and returns its creation zxid. After a connection loss the
 /// node may exist already: its name is unique, so finding it means our create went through.
-async fn create_downgrade_node(zk: &zookeeper_client::Client, node_path: &str, data: &[u8]) -> Result<i64> {
+async fn create_downgrade_node(
+    zk: &zookeeper_client::Client,
+    node_path: &str,
+    data: &[u8],
+    acls: Acls<'_>,
+) -> Result<i64> {
+    let options = CreateMode::Ephemeral.with_acls(acls);
     let mut reconnects = Reconnects::new(zk);
     loop {
-        match zk.create(node_path, data, &DOWNGRADE_NODE).await {
+        match zk.create(node_path, data, &options).await {
             Ok((stat, _)) => return Ok(stat.czxid),
             Err(ZkError::NodeExists) => return Ok(zk.get_data(node_path).await?.1.czxid),
             Err(error) => reconnects.wait(error).await?,

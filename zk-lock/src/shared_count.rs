@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::{watch, OnceCell};
 use tokio::task::AbortHandle;
-use zookeeper_client::{Acls, Client as ZkClient, CreateMode, CreateOptions, Error as ZkError, EventType, Stat};
+use zookeeper_client::{Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType, Stat};
 
 use crate::background;
 use crate::client::Client;
@@ -16,9 +16,6 @@ use crate::error::{Error, Result};
 use crate::path::validate_lock_path;
 use crate::registry;
 use crate::session::Session;
-
-/// Curator's `SharedValue.start` creates the node itself PERSISTENT, its parents as containers.
-const COUNT_NODE: CreateOptions<'static> = CreateMode::Persistent.with_acls(Acls::anyone_all());
 
 /// How long the watch waits before trying again after an error it cannot ride out.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
@@ -130,8 +127,9 @@ impl SharedCount {
     /// - [`Error::InvalidPath`] if the path is not valid.
     /// - [`Error::InvalidArgument`] if the node holds something other than a 4-byte count (the
     ///   message names the path and the size found).
+    /// - [`Error::NoAuth`] if the ACL of the node (or of its parent) refuses this client.
     /// - [`Error::Connect`] or [`Error::Zookeeper`] if ZooKeeper cannot be reached or refuses a
-    ///   request (for example `NoAuth`).
+    ///   request.
     ///
     /// # Cancel safety
     ///
@@ -153,7 +151,9 @@ impl SharedCount {
             None => registry::default_client().await?,
         };
         let session = client.session().await?;
-        let (count, watcher) = create_and_watch(&session.zk, &inner.path, inner.initial).await?;
+        let (count, watcher) = create_and_watch(&session.zk, &inner.path, inner.initial, client.node_acls())
+            .await
+            .map_err(|e| e.at_path(&inner.path))?;
         publish(&inner.value, count);
         let follow = follow(client.clone(), session, inner.path.clone(), watcher, inner.value.clone());
         let follower = background::spawn(follow).abort_handle();
@@ -215,6 +215,10 @@ impl SharedCount {
     ///
     /// Cancel safe: it only reads.
     pub async fn read(&self) -> Result<VersionedCount> {
+        self.read_now().await.map_err(|e| e.at_path(&self.inner.path))
+    }
+
+    async fn read_now(&self) -> Result<VersionedCount> {
         let client = self.started_client().await?;
         let zk = client.session().await?.zk.clone();
         let mut reconnects = Reconnects::new(&zk);
@@ -241,6 +245,10 @@ impl SharedCount {
     /// Cancel safe in that nothing is left behind, but a dropped future may or may not have
     /// written the new count: read it again to know.
     pub async fn set(&self, value: i32) -> Result<()> {
+        self.set_now(value).await.map_err(|e| e.at_path(&self.inner.path))
+    }
+
+    async fn set_now(&self, value: i32) -> Result<()> {
         let client = self.started_client().await?;
         let zk = client.session().await?.zk.clone();
         let mut reconnects = Reconnects::new(&zk);
@@ -269,6 +277,10 @@ impl SharedCount {
     ///
     /// As [`set`](Self::set).
     pub async fn try_set(&self, value: i32, expected_version: i32) -> Result<bool> {
+        self.try_set_now(value, expected_version).await.map_err(|e| e.at_path(&self.inner.path))
+    }
+
+    async fn try_set_now(&self, value: i32, expected_version: i32) -> Result<bool> {
         let client = self.started_client().await?;
         let zk = client.session().await?.zk.clone();
         let path = &self.inner.path;
@@ -342,16 +354,24 @@ fn decode(path: &str, data: &[u8], stat: &Stat) -> Result<VersionedCount> {
 type DataWatch = zookeeper_client::OneshotWatcher;
 
 /// Creates the node if missing and reads it with a watch; both requests are sent back to back.
-async fn create_and_watch(zk: &ZkClient, path: &str, initial: i32) -> Result<(VersionedCount, DataWatch)> {
+/// Like Curator's `SharedValue.start`, the node is PERSISTENT and its parents containers, all
+/// with the client's `acls`.
+async fn create_and_watch(
+    zk: &ZkClient,
+    path: &str,
+    initial: i32,
+    acls: Acls<'_>,
+) -> Result<(VersionedCount, DataWatch)> {
+    let options = CreateMode::Persistent.with_acls(acls);
     let mut reconnects = Reconnects::new(zk);
     loop {
-        let create = zk.create(path, &initial.to_be_bytes(), &COUNT_NODE);
+        let create = zk.create(path, &initial.to_be_bytes(), &options);
         let read = zk.get_and_watch_data(path);
         let (created, read) = tokio::join!(create, read);
         match created {
             Ok(_) | Err(ZkError::NodeExists) => {}
             Err(ZkError::NoNode) => {
-                create_containers(zk, &path[..path.rfind('/').unwrap_or(0)]).await?;
+                create_containers(zk, &path[..path.rfind('/').unwrap_or(0)], acls).await?;
                 continue;
             }
             // A create applied before the reply was lost shows as NodeExists next time.

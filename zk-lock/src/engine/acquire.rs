@@ -4,9 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zookeeper_client::{
-    Acls, Client as ZkClient, CreateMode, CreateOptions, Error as ZkError, EventType, MultiReadResult,
-};
+use zookeeper_client::{Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType, MultiReadResult};
 
 use super::failed::Failed;
 use super::node_name::{new_protected_prefix, sorted_nodes, QueueRules};
@@ -17,8 +15,6 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::session::Session;
 use crate::trace;
-
-const LOCK_NODE: CreateOptions<'static> = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
 
 /// Above this many nodes ahead, checking them one by one in a multi-read costs more than
 /// listing the parent.
@@ -73,7 +69,7 @@ pub(crate) async fn acquire(client: &Client, spec: &LockSpec<'_>, wait: Wait) ->
         let session = client.session().await?;
         let losses_seen = session.health().losses;
         let mut pending = PendingNode::new(session.clone(), spec.path, new_protected_prefix());
-        let attempt = attempt(&session.zk, spec, &mut pending, wait);
+        let attempt = attempt(&session.zk, spec, client.node_acls(), &mut pending, wait);
         let outcome = match wait {
             Wait::Until(deadline) => tokio::time::timeout_at(deadline, attempt).await.ok(),
             Wait::Once | Wait::Forever => Some(attempt.await),
@@ -96,7 +92,7 @@ pub(crate) async fn acquire(client: &Client, spec: &LockSpec<'_>, wait: Wait) ->
             }
             Failed::Error(error) => {
                 pending.remove().await;
-                return Err(error);
+                return Err(error.at_path(spec.path));
             }
             Failed::NodeVanished => pending.forget(),
             Failed::SessionGone => {
@@ -116,10 +112,11 @@ pub(crate) async fn acquire(client: &Client, spec: &LockSpec<'_>, wait: Wait) ->
 async fn attempt(
     zk: &ZkClient,
     spec: &LockSpec<'_>,
+    acls: Acls<'_>,
     pending: &mut PendingNode,
     wait: Wait,
 ) -> std::result::Result<(String, i64), Failed> {
-    let (name, token, mut children) = join_queue(zk, spec, pending).await?;
+    let (name, token, mut children) = join_queue(zk, spec, acls, pending).await?;
     let mut joining = true;
     loop {
         // Only the nodes ahead are kept while we wait, not the whole listing.
@@ -151,15 +148,18 @@ async fn attempt(
 
 /// Creates our node and lists the queue in one round trip: both requests are sent before either
 /// reply is awaited, and the server answers the listing after the create, so it includes our node.
+/// The node (and any missing parent) gets the client's `acls`.
 async fn join_queue(
     zk: &ZkClient,
     spec: &LockSpec<'_>,
+    acls: Acls<'_>,
     pending: &mut PendingNode,
 ) -> std::result::Result<(String, i64, Vec<String>), Failed> {
     let prefix_path = format!("{}/{}{}", spec.path, pending.prefix(), spec.lock_name);
+    let options = CreateMode::EphemeralSequential.with_acls(acls);
     let mut reconnects = Reconnects::new(zk);
     loop {
-        let create = zk.create(&prefix_path, spec.data, &LOCK_NODE);
+        let create = zk.create(&prefix_path, spec.data, &options);
         let list = zk.list_children(spec.path);
         pending.sent();
         let (created, listed) = tokio::join!(create, list);
@@ -171,7 +171,7 @@ async fn join_queue(
             }
             Err(ZkError::NoNode) => {
                 pending.forget();
-                create_containers(zk, spec.path).await?;
+                create_containers(zk, spec.path, acls).await?;
                 continue;
             }
             // The create may have been applied: look for our node before creating another.
@@ -213,6 +213,9 @@ async fn wait_until_gone(zk: &ZkClient, parent: &str, mut blockers: Vec<String>)
         let nearest_path = format!("{parent}/{nearest}");
         // `get_data` rather than `exists`: a watch on a missing node would never fire or go away.
         match zk.get_and_watch_data(&nearest_path).await {
+            Ok((_, stat, _)) if stat.ephemeral_owner == 0 => {
+                return Err(Failed::Error(not_a_lock_node(parent, nearest)))
+            }
             Ok((_, _, watcher)) => {
                 let event = watcher.changed().await;
                 match event.event_type {
@@ -232,6 +235,19 @@ async fn wait_until_gone(zk: &ZkClient, parent: &str, mut blockers: Vec<String>)
         drop_vanished(zk, parent, &mut blockers).await?;
     }
     Ok(())
+}
+
+/// A node named like a lock node but not ephemeral: no session ends it, so waiting for it would
+/// never end (Curator would wait forever). Lock and lease nodes are always ephemeral.
+fn not_a_lock_node(parent: &str, name: &str) -> Error {
+    Error::invalid_path(
+        parent,
+        format!(
+            "the child `{name}` ahead in the queue is named like a lock node but is not ephemeral, so no \
+             holder will ever release it and the lock could never be granted; the path holds other data: \
+             remove that node or choose another lock path"
+        ),
+    )
 }
 
 /// After the nearest node went, checks all the others in one request. When a queue drains in

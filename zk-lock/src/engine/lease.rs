@@ -26,8 +26,7 @@ use std::task::Poll;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use zookeeper_client::{
-    Acls, Client as ZkClient, CreateMode, CreateOptions, Error as ZkError, EventType, MultiReadResult, OneshotWatcher,
-    WatchedEvent,
+    Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType, MultiReadResult, OneshotWatcher, WatchedEvent,
 };
 
 use super::acquire::{wait_for_grant, LockSpec, Wait};
@@ -49,8 +48,6 @@ const LOCK_NAME: &str = "lock-";
 /// Curator's lease nodes: `P/leases`, nodes named `lease-`.
 const LEASE_PARENT: &str = "leases";
 const LEASE_NAME: &str = "lease-";
-
-const OWN_NODE: CreateOptions<'static> = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
 
 /// What a semaphore asks for.
 pub(crate) struct LeaseSpec<'a> {
@@ -145,7 +142,7 @@ pub(crate) async fn acquire_leases(
         let losses_seen = session.health().losses;
         let mut lock = OwnNode::new(&session, &parents.locks, LOCK_NAME);
         let mut leases = Vec::with_capacity(spec.count);
-        let attempt = attempt(&session, spec, &parents, limit, wait, &mut lock, &mut leases);
+        let attempt = attempt(&session, spec, client.node_acls(), &parents, limit, wait, &mut lock, &mut leases);
         let outcome = match wait {
             Wait::Until(deadline) => tokio::time::timeout_at(deadline, attempt).await.ok(),
             Wait::Once | Wait::Forever => Some(attempt.await),
@@ -176,7 +173,7 @@ pub(crate) async fn acquire_leases(
             }
             Failed::Error(error) => {
                 remove_all(&mut lock, &mut leases).await;
-                return Err(error);
+                return Err(error.at_path(spec.path));
             }
             Failed::NodeVanished => {
                 lock.pending.forget();
@@ -201,10 +198,13 @@ struct Parents {
     leases: String,
 }
 
-/// One attempt on one session: on success, `lock` is held and `leases` are granted.
+/// One attempt on one session: on success, `lock` is held and `leases` are granted. Every node
+/// (and missing parent) gets the client's `acls`.
+#[allow(clippy::too_many_arguments)]
 async fn attempt(
     session: &Arc<Session>,
     spec: &LeaseSpec<'_>,
+    acls: Acls<'_>,
     parents: &Parents,
     limit: &mut LeaseLimit,
     wait: Wait,
@@ -220,11 +220,11 @@ async fn attempt(
     let (lock_children, mut lease_children) = if ahead_of_time {
         leases.extend((0..spec.count).map(|_| new_lease()));
         let mut nodes: Vec<&mut OwnNode> = std::iter::once(&mut *lock).chain(leases.iter_mut()).collect();
-        let mut listed = create_then_list(zk, spec.data, &mut nodes, &[&parents.locks, &parents.leases]).await?;
+        let mut listed = create_then_list(zk, spec.data, acls, &mut nodes, &[&parents.locks, &parents.leases]).await?;
         let lease_children = listed.pop();
         (listed.pop().unwrap_or_default(), lease_children)
     } else {
-        let listed = create_then_list(zk, spec.data, &mut [&mut *lock], &[&parents.locks]).await?;
+        let listed = create_then_list(zk, spec.data, acls, &mut [&mut *lock], &[&parents.locks]).await?;
         (listed.into_iter().next().unwrap_or_default(), None)
     };
     let lock_name = lock.name().unwrap_or_default().to_owned();
@@ -257,7 +257,7 @@ async fn attempt(
         None => {
             leases.extend((0..spec.count).map(|_| new_lease()));
             let mut nodes: Vec<&mut OwnNode> = leases.iter_mut().collect();
-            create_then_list(zk, spec.data, &mut nodes, &[&parents.leases]).await?.pop().unwrap_or_default()
+            create_then_list(zk, spec.data, acls, &mut nodes, &[&parents.leases]).await?.pop().unwrap_or_default()
         }
     };
     let mut first_count = true;
@@ -273,7 +273,8 @@ async fn attempt(
                 *lease = new_lease();
             }
             let mut nodes: Vec<&mut OwnNode> = leases.iter_mut().collect();
-            children = create_then_list(zk, spec.data, &mut nodes, &[&parents.leases]).await?.pop().unwrap_or_default();
+            children =
+                create_then_list(zk, spec.data, acls, &mut nodes, &[&parents.leases]).await?.pop().unwrap_or_default();
             continue;
         }
         // Curator's rule: every child of `P/leases` counts, ours included.
@@ -328,9 +329,11 @@ async fn list_and_watch(zk: &ZkClient, parent: &str) -> std::result::Result<(Vec
 async fn create_then_list(
     zk: &ZkClient,
     data: &[u8],
+    acls: Acls<'_>,
     nodes: &mut [&mut OwnNode],
     parents: &[&str],
 ) -> std::result::Result<Vec<Vec<String>>, Failed> {
+    let options = CreateMode::EphemeralSequential.with_acls(acls);
     let mut reconnects = Reconnects::new(zk);
     loop {
         let paths: Vec<Option<String>> = nodes
@@ -339,7 +342,7 @@ async fn create_then_list(
             .collect();
         let mut creates = Vec::with_capacity(nodes.len());
         for (node, path) in nodes.iter_mut().zip(&paths) {
-            creates.push(path.as_deref().map(|path| zk.create(path, data, &OWN_NODE)));
+            creates.push(path.as_deref().map(|path| zk.create(path, data, &options)));
             if path.is_some() {
                 node.pending.sent();
             }
@@ -385,7 +388,7 @@ async fn create_then_list(
         }
         let listed = listing.await;
         for parent in &missing_parents {
-            create_containers(zk, parent).await?;
+            create_containers(zk, parent, acls).await?;
         }
         if again {
             continue;
