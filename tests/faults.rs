@@ -185,6 +185,13 @@ impl Run {
     }
 }
 
+/// Without faults that outlast the acquire timeout, every acquisition must succeed: an error
+/// here is a recipe giving up on something it should ride out.
+fn assert_no_failures(reports: &Reports) {
+    let failures: Vec<String> = reports.failures.iter().map(ToString::to_string).collect();
+    assert!(failures.is_empty(), "{} acquisitions failed: {failures:#?}", failures.len());
+}
+
 /// Ephemeral nodes (lock, lease and queue nodes) anywhere under `root`, as `path data`.
 async fn lock_nodes(zk: &ZkClient, root: &str) -> Result<Vec<String>, ZkError> {
     let mut found = Vec::new();
@@ -251,6 +258,7 @@ async fn the_leader_and_then_a_follower_are_killed_during_contention() {
     run.progress(20, "follower back").await;
 
     let reports = run.finish().await;
+    assert_no_failures(&reports);
     assert!(reports.idle_total("disconnects") > 0, "no worker saw its connection drop: the kills missed them");
 }
 
@@ -270,6 +278,7 @@ async fn the_whole_ensemble_stops_and_restarts_during_contention() {
     run.progress(60, "ensemble restarted").await;
 
     let reports = run.finish().await;
+    assert_no_failures(&reports);
     assert!(reports.grants() > stopped_at + 60);
     assert!(reports.idle_total("disconnects") >= 4, "every worker lost its connection");
 }
@@ -303,6 +312,7 @@ async fn a_holder_frozen_past_its_session_timeout_loses_the_lock_and_its_late_wr
 
     run.fleet.wait_for_event("holder", "manual-released", PROGRESS).await;
     let reports = run.finish().await;
+    assert_no_failures(&reports);
     let event = |name: &str| reports.event("holder", name).map(|e| e.to_string());
     let returned = event("returned").expect("the annotated call returned");
     assert!(returned.contains("Err(Lost"), "the annotated call must fail with Lost: {returned}");
@@ -367,6 +377,7 @@ async fn connections_dropped_during_create_neither_duplicate_nor_leak_nodes() {
         run.progress(10, "it is back").await;
     }
     let reports = run.finish().await;
+    assert_no_failures(&reports);
     let spanned = reports.idle_total("spanned");
     eprintln!("{spanned} grants rode out a dropped connection");
     assert!(spanned > 0, "no acquisition was under way when a connection dropped");
@@ -381,6 +392,7 @@ async fn cancelled_acquisitions_and_panicking_holders_leave_no_node_behind() {
     let connect = run.connect.clone();
     let name = run.name.clone();
     let reports = run.finish().await;
+    assert_no_failures(&reports);
     let (cancels, panics) = (reports.idle_total("cancels"), reports.idle_total("panics"));
     eprintln!("{cancels} cancelled acquisitions, {panics} panics while holding");
     assert!(cancels >= 100, "too few cancellations to mean anything: {cancels}");

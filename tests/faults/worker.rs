@@ -201,7 +201,9 @@ async fn run(config: Config) {
             let mut store = StoreClient::new(worker.config.store);
             let op = Op { kind: Kind::Mutex, path: format!("{}/gc", base_path(&worker.config.run)) };
             match worker.acquire(&op, "once").await {
-                Ok(guard) => worker.hold(&format!("{}/once", worker.config.id), &op, guard, &mut store, false).await,
+                Ok(guard) => {
+                    worker.hold(&format!("{}/once", worker.config.id), &op, guard, &mut store, Ending::Release).await
+                }
                 Err(e) => panic!("worker {}: lock {}: {e}", worker.config.id, op.path),
             }
         }
@@ -242,6 +244,16 @@ fn count_disconnects(worker: &Arc<Worker>, mut states: zookeeper_client::StateWa
 struct Op {
     kind: Kind,
     path: String,
+}
+
+/// How a critical section ends.
+#[derive(Debug, Clone, Copy)]
+enum Ending {
+    Release,
+    /// Panics instead of releasing: the guard is dropped while unwinding.
+    Panic,
+    /// Drops the release future after its first poll.
+    CancelRelease,
 }
 
 /// Any of the guards a worker holds.
@@ -319,9 +331,8 @@ impl Worker {
     }
 
     /// The critical section: a fenced write for exclusive locks, a random hold, the release;
-    /// reports the grant. With `panic`, panics instead of releasing (the guard is dropped
-    /// during unwinding) after reporting the grant as `dropped`.
-    async fn hold(&self, proc: &str, op: &Op, guard: AnyGuard, store: &mut StoreClient, panic: bool) {
+    /// reports the grant.
+    async fn hold(&self, proc: &str, op: &Op, guard: AnyGuard, store: &mut StoreClient, ending: Ending) {
         let token = guard.token();
         let start = now_ns();
         let write = if op.kind.exclusive() {
@@ -350,12 +361,25 @@ impl Worker {
             outcome: Outcome::Lost,
             write,
         };
-        if panic {
-            grant.outcome = if held { Outcome::Dropped } else { Outcome::Lost };
-            emit(Line::from(&grant));
-            panic!("chaos panic while holding {}", op.path);
-        }
-        grant.outcome = match guard.release().await {
+        let dropped = if held { Outcome::Dropped } else { Outcome::Lost };
+        let released = match ending {
+            Ending::Release => guard.release().await,
+            Ending::Panic => {
+                grant.outcome = dropped;
+                emit(Line::from(&grant));
+                panic!("chaos panic while holding {}", op.path);
+            }
+            // Dropped after its first poll: the delete is sent by then and must still happen.
+            Ending::CancelRelease => match polled_at_most(1, guard.release()).await {
+                Some(released) => released,
+                None => {
+                    grant.outcome = dropped;
+                    emit(Line::from(&grant));
+                    return;
+                }
+            },
+        };
+        grant.outcome = match released {
             _ if !held => Outcome::Lost,
             Ok(()) => Outcome::Released,
             Err(Error::Lost { .. }) => Outcome::Lost,
@@ -427,7 +451,7 @@ impl Worker {
                             let _ = annotated(&run, 0, &task_proc, &mut store, true).await;
                         } else {
                             match worker.acquire(&op, &data).await {
-                                Ok(guard) => worker.hold(&task_proc, &op, guard, &mut store, true).await,
+                                Ok(guard) => worker.hold(&task_proc, &op, guard, &mut store, Ending::Panic).await,
                                 Err(e) => worker.failed(&task_proc, &op, e),
                             }
                         }
@@ -448,7 +472,9 @@ impl Worker {
                     if self.stats.disconnects.load(Ordering::SeqCst) != disconnects {
                         self.stats.spanned.fetch_add(1, Ordering::SeqCst);
                     }
-                    self.hold(&proc, &op, guard, &mut store, false).await;
+                    // Chaos also cancels some releases.
+                    let ending = if (65..75).contains(&dice) { Ending::CancelRelease } else { Ending::Release };
+                    self.hold(&proc, &op, guard, &mut store, ending).await;
                 }
                 Err(e) => self.failed(&proc, &op, e),
             }
