@@ -415,6 +415,24 @@ async fn cancelled_acquisitions_and_panicking_holders_leave_no_node_behind() {
     }
 }
 
+/// The suite can fail: a worker that reports grants without taking the lock is caught.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_skips_the_lock_is_caught() {
+    let _shared = CLUSTER_USE.read().await;
+    let mut run = Run::new("cheat").await;
+    run.spawn(2, Role::Contend, 2, &["mutex"], SESSION);
+    let cheat = run.config("cheat", Role::Cheat, 1, &["mutex"], SESSION);
+    run.fleet.spawn(&cheat);
+    run.progress(200, "contending next to a cheat").await;
+    run.fleet.stop(PROGRESS).await;
+    let reports = run.fleet.finish(CLEANUP).await;
+    let violations = check(&reports.history);
+    assert!(
+        violations.iter().any(|v| v.contains("two holders at once") && v.contains("cheat")),
+        "the cheat's grants overlap real ones, yet the checker found {violations:#?}"
+    );
+}
+
 // --- soak ------------------------------------------------------------------------------------
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

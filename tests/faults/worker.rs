@@ -50,6 +50,8 @@ pub enum Role {
     GcHolder,
     /// Takes `gc` once.
     Once,
+    /// Reports grants without taking any lock, to show that the checker catches a broken lock.
+    Cheat,
 }
 
 /// A worker's settings, passed as `key=value` words in [`ENV`].
@@ -75,6 +77,7 @@ impl Config {
             Role::Chaos => "chaos",
             Role::GcHolder => "gc-holder",
             Role::Once => "once",
+            Role::Cheat => "cheat",
         };
         format!(
             "id={} role={role} connect={} store={} run={} session_ms={} tasks={} ops={} hold_us={}",
@@ -100,6 +103,7 @@ impl Config {
                 "chaos" => Role::Chaos,
                 "gc-holder" => Role::GcHolder,
                 "once" => Role::Once,
+                "cheat" => Role::Cheat,
                 other => panic!("unknown role {other}"),
             },
             connect: get("connect").to_owned(),
@@ -188,7 +192,7 @@ async fn run(config: Config) {
     drop(zk);
 
     match worker.config.role {
-        Role::Contend | Role::Chaos => {
+        Role::Contend | Role::Chaos | Role::Cheat => {
             let tasks: Vec<_> = (0..worker.config.tasks)
                 .map(|task| tokio::spawn(worker.clone().contend(task, worker.config.role == Role::Chaos)))
                 .collect();
@@ -406,6 +410,15 @@ impl Worker {
             seq += 1;
             let op = self.pick(&mut rng);
             let data = format!("t{task}/{seq}");
+            if self.config.role == Role::Cheat {
+                let start = now_ns();
+                tokio::time::sleep(self.config.hold).await;
+                let (kind, path) = (op.kind, op.path);
+                let token = -(seq as i64);
+                let (end, outcome, write) = (now_ns(), Outcome::Released, Written::None);
+                emit(Line::from(&Grant { proc: proc.clone(), kind, path, token, start, end, outcome, write }));
+                continue;
+            }
             let disconnects = self.stats.disconnects.load(Ordering::SeqCst);
             let dice = if chaos { rng.below(100) } else { 100 };
             let acquired = match dice {
