@@ -2,6 +2,8 @@
 
 use std::path::Path;
 
+use super::SecureClientPort;
+
 /// `zoo.cfg` lines common to every test server listening on `client_port` with `data_dir`.
 pub(super) fn common_config(data_dir: &Path, client_port: u16) -> String {
     format!(
@@ -21,5 +23,25 @@ pub(super) fn common_config(data_dir: &Path, client_port: u16) -> String {
          # machine crash would, and tests do not survive that anyway.\n\
          forceSync=no\n",
         data_dir = data_dir.display(),
+    )
+}
+
+/// `zoo.cfg` lines for a TLS client port. ZooKeeper reads the PEM files directly (key store type
+/// `PEM`, since 3.6), so tests need no `keytool`; unknown keys such as `ssl.*` and
+/// `serverCnxnFactory` become the `zookeeper.*` system properties they stand for.
+pub(super) fn secure_config(secure_port: u16, tls: &SecureClientPort) -> String {
+    format!(
+        "secureClientPort={secure_port}\n\
+         secureClientPortAddress=127.0.0.1\n\
+         # TLS needs the Netty connection factory; it serves the plain port too.\n\
+         serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+         ssl.keyStore.location={key_store}\n\
+         ssl.keyStore.type=PEM\n\
+         ssl.trustStore.location={trust_store}\n\
+         ssl.trustStore.type=PEM\n\
+         ssl.clientAuth={client_auth}\n",
+        key_store = tls.key_store.display(),
+        trust_store = tls.trust_store.display(),
+        client_auth = if tls.require_client_certificate { "need" } else { "none" },
     )
 }

@@ -51,7 +51,9 @@ pub fn find_java(path: Option<&OsStr>, java_home: Option<&OsStr>) -> Result<Path
 /// A non-empty `zookeeper_classpath` (the value of `ZOOKEEPER_CLASSPATH`) is used verbatim, after
 /// checking that its entries exist (an entry `dir/*` needs `dir`). Otherwise the classpath is
 /// `java_dir/zookeeper.jar`, whose manifest pulls in its dependencies, plus
-/// `java_dir/slf4j-simple.jar` when present, so that server logs are not silently dropped.
+/// `java_dir/slf4j-simple.jar` when present, so that server logs are not silently dropped, and
+/// the Netty jars that ZooKeeper's Netty connection factory (needed for TLS) loads but Debian's
+/// manifest leaves out, when present.
 ///
 /// # Errors
 ///
@@ -72,10 +74,8 @@ pub fn zookeeper_classpath(zookeeper_classpath: Option<&OsStr>, java_dir: &Path)
         return Err(missing_jars(&[zookeeper], "the default location"));
     }
     let mut entries = vec![zookeeper];
-    let logger = java_dir.join("slf4j-simple.jar");
-    if logger.is_file() {
-        entries.push(logger);
-    }
+    let optional = ["slf4j-simple.jar", "netty-codec.jar", "netty-resolver.jar"];
+    entries.extend(optional.iter().map(|jar| java_dir.join(jar)).filter(|jar| jar.is_file()));
     env::join_paths(entries).map_err(|err| TestingError::ZookeeperNotFound {
         missing: format!("{} cannot be put in a classpath: {err}", java_dir.display()),
     })

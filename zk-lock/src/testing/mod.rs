@@ -16,6 +16,8 @@
 //!   test its own paths so parallel tests do not see each other's nodes.
 //! * [`TestingServer::start`] gives a test its own server, which it may [stop](TestingServer::stop),
 //!   [kill](TestingServer::kill) and [restart](TestingServer::restart).
+//! * [`TestingServer::start_secure`] adds a TLS client port, with the certificates of a
+//!   [`SecureClientPort`].
 //! * [`TestingCluster::start`] runs a real ensemble, for leader failover.
 //! * [`expire_session`] expires a client's session the way Curator's `KillSession` does.
 //!
@@ -80,6 +82,32 @@ pub use four_letter::four_letter_word;
 pub use java::{find_java, zookeeper_classpath, JavaSetup};
 pub use server::TestingServer;
 pub use session::expire_session;
+
+/// The certificates of a test server's TLS client port ([`TestingServer::start_secure`]), as
+/// PEM files, which ZooKeeper reads directly.
+///
+/// `openssl` makes them in a few commands; the server certificate needs the subject alternative
+/// name `IP:127.0.0.1` for clients that verify the host:
+///
+/// ```text
+/// openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=test-ca -keyout ca.key -out ca.pem
+/// openssl req -newkey rsa:2048 -nodes -subj /CN=zookeeper -keyout server.key -out server.csr
+/// openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
+///     -extfile <(echo subjectAltName=IP:127.0.0.1) -out server.pem
+/// cat server.key server.pem > server-keystore.pem
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecureClientPort {
+    /// A PEM file holding the server's private key (unencrypted PKCS#8) and its certificate
+    /// chain (`ssl.keyStore.location`).
+    pub key_store: PathBuf,
+    /// A PEM file holding the CA certificates that client certificates must chain to
+    /// (`ssl.trustStore.location`).
+    pub trust_store: PathBuf,
+    /// Whether clients must present a certificate (`ssl.clientAuth=need`); otherwise none is
+    /// asked for (`none`).
+    pub require_client_certificate: bool,
+}
 
 /// Result alias of the testing kit.
 pub type Result<T> = std::result::Result<T, TestingError>;

@@ -2,16 +2,20 @@
 
 use std::ffi::OsStr;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
-use super::config::common_config;
+use super::config::{common_config, secure_config};
 use super::java::JavaSetup;
-use super::ports::free_port;
-use super::probe::{self, StartFailure, REBIND_ATTEMPTS, REBIND_PAUSE, STOP_GRACE};
+use super::ports::{free_port, free_ports};
+use super::probe::{
+    self, StartFailure, LOG_LINES, PROBE_INTERVAL, PROBE_TIMEOUT, REBIND_ATTEMPTS, REBIND_PAUSE, START_TIMEOUT,
+    STOP_GRACE,
+};
 use super::process::{JvmCommand, JvmProcess};
-use super::{tempdir, Result, TestingError};
+use super::{tempdir, Result, SecureClientPort, TestingError};
 
 const MAIN_CLASS: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
 
@@ -34,6 +38,8 @@ pub struct TestingServer {
     config: PathBuf,
     log: PathBuf,
     port: u16,
+    /// The TLS port and its settings, for a server started with [`TestingServer::start_secure`].
+    secure: Option<(u16, SecureClientPort)>,
     setup: JavaSetup,
     process: Mutex<Option<JvmProcess>>,
 }
@@ -49,11 +55,28 @@ impl TestingServer {
     /// is missing; [`TestingError::Exited`] or [`TestingError::NotServing`], quoting the server
     /// log, when it does not come up; [`TestingError::Io`] when its directory cannot be made.
     pub fn start() -> Result<TestingServer> {
+        Self::start_with(None)
+    }
+
+    /// Starts a server that also serves TLS clients on a second port, its
+    /// [`secure_port`](Self::secure_port), with the certificates of `tls`; the plain
+    /// [`port`](Self::port) keeps serving too. ZooKeeper then uses its Netty connection factory,
+    /// as it must for TLS.
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start); a server that cannot read the certificates exits, and the
+    /// error quotes its log.
+    pub fn start_secure(tls: SecureClientPort) -> Result<TestingServer> {
+        Self::start_with(Some(tls))
+    }
+
+    fn start_with(tls: Option<SecureClientPort>) -> Result<TestingServer> {
         let setup = JavaSetup::detect()?;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let server = TestingServer::prepare(setup.clone())?;
+            let server = TestingServer::prepare(setup.clone(), tls.clone())?;
             match server.launch() {
                 Ok(process) => {
                     *server.lock() = Some(process);
@@ -66,9 +89,15 @@ impl TestingServer {
         }
     }
 
-    /// Creates the directory and configuration of a server on a free port.
-    fn prepare(setup: JavaSetup) -> Result<TestingServer> {
-        let port = free_port()?;
+    /// Creates the directory and configuration of a server on free ports.
+    fn prepare(setup: JavaSetup, tls: Option<SecureClientPort>) -> Result<TestingServer> {
+        let (port, secure) = match tls {
+            None => (free_port()?, None),
+            Some(tls) => {
+                let ports = free_ports(2)?;
+                (ports[0], Some((ports[1], tls)))
+            }
+        };
         let dir = tempdir::create("server")?;
         // From here on, dropping `server` deletes the directory.
         let server = TestingServer {
@@ -77,6 +106,7 @@ impl TestingServer {
             log: dir.join("zookeeper.log"),
             dir,
             port,
+            secure,
             setup,
             process: Mutex::new(None),
         };
@@ -88,7 +118,11 @@ impl TestingServer {
     }
 
     fn config_text(&self) -> String {
-        common_config(&self.data_dir, self.port)
+        let mut text = common_config(&self.data_dir, self.port);
+        if let Some((port, tls)) = &self.secure {
+            text.push_str(&secure_config(*port, tls));
+        }
+        text
     }
 
     /// Starts the JVM on the prepared configuration and waits until it serves.
@@ -105,6 +139,9 @@ impl TestingServer {
         })?;
         // On failure `process` is dropped, which kills it.
         probe::wait_serving("standalone", &mut process, self.addr(), &self.data_dir, |mode| mode == "standalone")?;
+        if let Some(addr) = self.secure_addr() {
+            wait_listening(&mut process, addr)?;
+        }
         Ok(process)
     }
 
@@ -126,6 +163,23 @@ impl TestingServer {
     /// The client address: `127.0.0.1:PORT`.
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// The TLS client port of a server started with [`start_secure`](Self::start_secure).
+    pub fn secure_port(&self) -> Option<u16> {
+        self.secure.as_ref().map(|(port, _)| *port)
+    }
+
+    /// The TLS client address, `127.0.0.1:SECURE_PORT`, of a server started with
+    /// [`start_secure`](Self::start_secure). Its certificate must name `127.0.0.1` (an IP
+    /// subject alternative name) for clients that verify the host.
+    pub fn secure_addr(&self) -> Option<SocketAddr> {
+        self.secure_port().map(|port| SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+    }
+
+    /// The connect string of the TLS port: `127.0.0.1:SECURE_PORT`.
+    pub fn secure_connect_string(&self) -> Option<String> {
+        self.secure_addr().map(|addr| addr.to_string())
     }
 
     /// The server's data directory (snapshots and transaction logs).
@@ -225,6 +279,32 @@ impl TestingServer {
     /// As [`expire_session`](super::expire_session).
     pub async fn expire_session(&self, client: &zookeeper_client::Client) -> Result<()> {
         super::expire_session(client, &self.connect_string()).await
+    }
+}
+
+/// Waits until the TLS port accepts connections: ZooKeeper opens it after the plain port, which
+/// the readiness probe uses.
+fn wait_listening(process: &mut JvmProcess, addr: SocketAddr) -> std::result::Result<(), StartFailure> {
+    let started = Instant::now();
+    loop {
+        let refused = match TcpStream::connect_timeout(&addr, PROBE_TIMEOUT) {
+            Ok(_) => return Ok(()),
+            Err(err) => err,
+        };
+        let log_tail = process.log_tail(LOG_LINES);
+        if process.try_wait()?.is_some() || started.elapsed() >= START_TIMEOUT {
+            return Err(StartFailure {
+                port_taken: probe::is_bind_failure(&log_tail),
+                error: TestingError::NotServing {
+                    name: "standalone".to_owned(),
+                    waited: started.elapsed(),
+                    detail: format!("the secure client port {addr} does not accept connections: {refused}"),
+                    log: process.log().to_owned(),
+                    log_tail,
+                },
+            });
+        }
+        std::thread::sleep(PROBE_INTERVAL);
     }
 }
 
