@@ -50,7 +50,9 @@ pub async fn connect(connect_string: &str) -> Result<Client> {
 ///
 /// # Errors
 ///
-/// [`Error::Connect`] if the default has to be connected and that fails.
+/// [`Error::Connect`] if the default has to be connected and that fails (within
+/// [`DEFAULT_CONNECT_TIMEOUT`](crate::DEFAULT_CONNECT_TIMEOUT)); its reason names
+/// [`CONNECT_ENV`] and how to configure the client.
 ///
 /// # Cancel safety
 ///
@@ -63,8 +65,23 @@ pub async fn default_client() -> Result<Client> {
     if let Some(client) = &read().default {
         return Ok(client.clone());
     }
-    let connect_string = std::env::var(CONNECT_ENV).unwrap_or_else(|_| DEFAULT_CONNECT_STRING.to_owned());
-    ClientBuilder::new(connect_string).install().await
+    let from_env = std::env::var(CONNECT_ENV).ok();
+    let connect_string = from_env.clone().unwrap_or_else(|| DEFAULT_CONNECT_STRING.to_owned());
+    ClientBuilder::new(connect_string).install().await.map_err(|error| match error {
+        Error::Connect { connect_string, reason } => {
+            let source = match from_env {
+                Some(_) => format!("${CONNECT_ENV}"),
+                None => format!("the fallback for an unset ${CONNECT_ENV}"),
+            };
+            let reason = format!(
+                "{reason} (the default client, used because none was installed, connects to {source}: set \
+                 {CONNECT_ENV} to `host:port[,host:port...]`, or install a client first with \
+                 `zk_lock::connect(..)` or `zk_lock::Client::builder(..).install()`)"
+            );
+            Error::Connect { connect_string, reason }
+        }
+        other => other,
+    })
 }
 
 /// The client installed under `name` by [`ClientBuilder::install_as`].

@@ -52,8 +52,10 @@ impl LockTarget {
         self.data = Some(data);
     }
 
-    /// The client given at construction, or the registry's default.
+    /// The client given at construction, or the registry's default. The path is checked first,
+    /// so a bad path is reported before the default client is connected.
     pub(crate) async fn client(&self) -> Result<Client> {
+        validate_lock_path(&self.path)?;
         match &self.client {
             Some(client) => Ok(client.clone()),
             None => registry::default_client().await,

@@ -1,0 +1,60 @@
+//! The registry used before anything is configured: no client installed, `ZK_LOCK_CONNECT`
+//! unset, nothing on 127.0.0.1:2181. A binary of its own with a single test, because it changes
+//! the process environment.
+
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use zk_lock::{Error, Mutex, CONNECT_ENV, DEFAULT_CONNECT_STRING, DEFAULT_CONNECT_TIMEOUT};
+
+/// Slack on top of the connect timeout for a loaded machine.
+const SLACK: Duration = Duration::from_secs(5);
+
+fn default_port_is_free() -> bool {
+    let default = SocketAddr::from((Ipv4Addr::LOCALHOST, 2181));
+    TcpStream::connect_timeout(&default, Duration::from_secs(1)).is_err()
+}
+
+#[tokio::test]
+async fn an_unconfigured_default_client_says_how_to_configure_it_in_bounded_time() {
+    std::env::remove_var(CONNECT_ENV);
+
+    // A bad path is refused before the default client would have to connect.
+    let started = Instant::now();
+    let bad = Mutex::new("/it-unconfigured//orders").try_lock().await;
+    assert!(matches!(bad, Err(Error::InvalidPath { .. })), "{bad:?}");
+    assert!(started.elapsed() < Duration::from_secs(1), "no connection was tried");
+
+    if default_port_is_free() {
+        let started = Instant::now();
+        let outcome = Mutex::new("/it-unconfigured/orders").lock().await;
+        let waited = started.elapsed();
+        match outcome {
+            Err(error @ Error::Connect { .. }) => {
+                let Error::Connect { connect_string, reason } = &error else { unreachable!() };
+                assert_eq!(connect_string, DEFAULT_CONNECT_STRING);
+                assert!(reason.contains("the fallback for an unset $ZK_LOCK_CONNECT"), "{reason}");
+                assert!(reason.contains("set ZK_LOCK_CONNECT to `host:port"), "{reason}");
+                assert!(reason.contains("zk_lock::connect(..)"), "{reason}");
+                eprintln!("{error}");
+            }
+            other => panic!("expected Error::Connect, got {other:?}"),
+        }
+        assert!(waited < DEFAULT_CONNECT_TIMEOUT + SLACK, "took {waited:?}");
+    } else {
+        eprintln!("something listens on 127.0.0.1:2181: the unset-variable case cannot be tested here");
+    }
+
+    // The variable is read on every attempt until a client is installed.
+    std::env::set_var(CONNECT_ENV, "zk1.internal:notaport");
+    let started = Instant::now();
+    match zk_lock::default_client().await {
+        Err(Error::Connect { connect_string, reason }) => {
+            assert_eq!(connect_string, "zk1.internal:notaport");
+            assert!(reason.contains("malformed connect string"), "{reason}");
+            assert!(reason.contains("connects to $ZK_LOCK_CONNECT"), "{reason}");
+        }
+        other => panic!("expected Error::Connect, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(1), "a malformed string fails at once");
+}
