@@ -64,6 +64,8 @@ impl Mutex {
     /// - [`Error::InvalidPath`](crate::Error::InvalidPath) if the path is not a valid lock path.
     /// - [`Error::Timeout`](crate::Error::Timeout) if the client's default timeout passed first.
     /// - [`Error::Lost`](crate::Error::Lost) if this task already holds the lock and it was lost.
+    /// - [`Error::NoAuth`](crate::Error::NoAuth) if the ACL of the nodes at the path refuses this client's credentials
+    ///   ([`ClientBuilder::acl`](crate::ClientBuilder::acl)).
     /// - [`Error::Connect`](crate::Error::Connect) or [`Error::Zookeeper`](crate::Error::Zookeeper)
     ///   if ZooKeeper cannot be reached or refuses a request.
     ///

@@ -78,6 +78,8 @@ impl RwLock {
     /// - [`Error::InvalidPath`] if the path is not a valid lock path.
     /// - [`Error::Timeout`] if the client's default timeout passed first.
     /// - [`Error::Lost`] if this task already holds the lock and it was lost.
+    /// - [`Error::NoAuth`] if the ACL of the nodes at the path refuses this client's credentials
+    ///   ([`ClientBuilder::acl`](crate::ClientBuilder::acl)).
     /// - [`Error::Connect`] or [`Error::Zookeeper`] if ZooKeeper cannot be reached or refuses a
     ///   request.
     ///
