@@ -393,6 +393,17 @@ impl Worker {
             }
         };
         emit(Line::from(&grant));
+        // A holder that learnt of its loss tries its old token once more: the store must refuse
+        // it if a newer holder has written since.
+        if grant.outcome == Outcome::Lost && op.kind.exclusive() {
+            let write = match store.write(&op.path, token).await {
+                Ok(true) => Written::Accepted,
+                Ok(false) => Written::Rejected,
+                Err(e) => panic!("{proc}: the fenced store failed: {e}"),
+            };
+            let late = LateWrite { proc: proc.to_owned(), path: op.path.clone(), token, at: now_ns(), write };
+            emit(Line::from(&late));
+        }
     }
 
     fn failed(&self, proc: &str, op: &Op, error: impl std::fmt::Display) {
