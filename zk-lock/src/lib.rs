@@ -122,6 +122,7 @@
 //! | `lock released` | DEBUG | `recipe`, `path`, `node`, `held_ms`, `dropped` (`true`: by dropping the guard) |
 //! | `lock lost` | WARN | `recipe`, `path`, `node`, `held_ms`, `reason` |
 //! | `lock revocation requested` | INFO | `recipe`, `path`, `node`, `held_ms` |
+//! | `found our node again after a lost create reply` | DEBUG | `parent`, `node` |
 //!
 //! The first four happen inside the `zk_lock.acquire` span, so they carry its fields; the last
 //! three happen wherever the guard is, and carry their own. A multi-lock has one

@@ -43,6 +43,12 @@ pub(crate) fn joined_queue(node: &str, queue_position: usize, ahead: usize) {
     tracing::debug!(target: TARGET, node, queue_position, ahead, "joined the lock queue");
 }
 
+/// The node a `create` made before its reply was lost was found again by its protected prefix,
+/// so no second node is made.
+pub(crate) fn found_again(parent: &str, node: &str) {
+    tracing::debug!(target: TARGET, parent, node, "found our node again after a lost create reply");
+}
+
 /// A node was granted: names it and its fencing token on the acquisition's span.
 pub(crate) fn granted(node: &str, fencing_token: i64) {
     let span = tracing::Span::current();

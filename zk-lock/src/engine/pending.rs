@@ -9,6 +9,7 @@ use super::acquire::list_children;
 use super::retry::{delete_with_retry, Reconnects};
 use crate::background;
 use crate::session::Session;
+use crate::trace;
 
 /// Tracks our queue node from the moment its `create` is sent until the lock is granted.
 pub(super) struct PendingNode {
@@ -89,6 +90,15 @@ pub(super) async fn find_protected(
 ) -> Result<Option<(String, i64)>, ZkError> {
     let mut reconnects = Reconnects::new(zk);
     loop {
+        // After a reconnect we may talk to another server than the one that took the create,
+        // and a follower can lag the leader: `sync` makes it catch up before it lists.
+        match zk.sync(parent).await {
+            Ok(()) | Err(ZkError::NoNode) => {}
+            Err(error) => {
+                reconnects.wait(error).await?;
+                continue;
+            }
+        }
         let children = match list_children(zk, parent).await {
             Ok(children) => children,
             Err(ZkError::NoNode) => return Ok(None),
@@ -96,7 +106,10 @@ pub(super) async fn find_protected(
         };
         let Some(name) = children.into_iter().find(|child| child.starts_with(prefix)) else { return Ok(None) };
         match zk.get_data(&format!("{parent}/{name}")).await {
-            Ok((_, stat)) => return Ok(Some((name, stat.czxid))),
+            Ok((_, stat)) => {
+                trace::found_again(parent, &name);
+                return Ok(Some((name, stat.czxid)));
+            }
             Err(ZkError::NoNode) => return Ok(None),
             Err(error) => reconnects.wait(error).await?,
         }
