@@ -82,3 +82,41 @@ async fn an_uncontended_cycle_sends_six_requests() {
     eprintln!("semaphore mutex: {per_cycle:.2} requests per cycle");
     assert!((6.0..6.2).contains(&per_cycle), "{per_cycle:.2} requests per cycle");
 }
+
+/// A queue that drains inside one process costs one request per hand-off, the delete: each
+/// waiter set the watch on its own node while it waited, and knows, when the node ahead of it
+/// goes, that it was granted in this process and so had nothing ahead of it any more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_drained_in_one_process_costs_one_request_per_hand_off() {
+    const WAITERS: u64 = 20;
+    let server = TestingServer::start().expect("start server");
+    let connect = || Client::builder(server.connect_string()).session_timeout(Duration::from_secs(60)).connect();
+    let clients = [connect().await.unwrap(), connect().await.unwrap()];
+    let path = "/requests/drain";
+    let holder = Mutex::with_client(&clients[0], path).lock().await.unwrap();
+    let queued_before = packets_received(&server);
+
+    let mut waiters = Vec::new();
+    for i in 0..WAITERS {
+        let mutex = Mutex::with_client(&clients[i as usize % 2], path);
+        waiters.push(tokio::spawn(async move { mutex.lock().await.unwrap().release().await.unwrap() }));
+    }
+    // A waiter has queued once the server got its four requests: the create and the listing,
+    // then the watches on the node ahead of it and on its own node.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while packets_received(&server) < queued_before + 4 * WAITERS {
+        assert!(tokio::time::Instant::now() < deadline, "the waiters did not all queue");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let before = packets_received(&server);
+    holder.release().await.unwrap();
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+    let sent = packets_received(&server) - before;
+    let per_hand_off = sent as f64 / WAITERS as f64;
+    eprintln!("{sent} requests for {WAITERS} hand-offs: {per_hand_off:.2} per hand-off");
+    // The holder's delete and one delete per waiter; a ping may fall in the window.
+    assert!(sent <= WAITERS + 2, "{sent} requests for {WAITERS} hand-offs");
+}

@@ -39,7 +39,14 @@ impl Hold {
         trace::granted(&granted.node_path, granted.token);
         let trace = trace::Held::new(recipe, path, &granted.node_path);
         let released = Arc::new(AtomicBool::new(false));
-        let state = watch_own_node(&granted.session, &granted.node_path, granted.losses_seen, released.clone(), &trace);
+        let state = watch_own_node(
+            &granted.session,
+            &granted.node_path,
+            granted.losses_seen,
+            released.clone(),
+            &trace,
+            granted.own_watch,
+        );
         let hold = Arc::new(Self {
             client: client.clone(),
             key,

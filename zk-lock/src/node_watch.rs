@@ -2,6 +2,7 @@
 //! that its session is gone, or that a revocation was requested.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -25,18 +26,23 @@ pub(crate) struct NodeState {
     pub revoked: bool,
 }
 
-/// Watches `node_path` until the lock is lost or released. The watch request is sent before
-/// this returns, in order with the caller's next requests, so setting it costs the caller no
-/// round trip; its reply is handled on the background runtime.
+/// Watches `node_path` until the lock is lost or released, continuing `early` (the watch a
+/// waiter set while it waited) or else sending the watch request now, in order with the
+/// caller's next requests, so that setting it costs the caller no round trip. Its reply is
+/// handled on the background runtime.
 pub(crate) fn watch_own_node(
     session: &Arc<Session>,
     node_path: &str,
     losses_seen: u64,
     released: Arc<AtomicBool>,
     trace: &trace::Held,
+    early: Option<EarlyWatch>,
 ) -> watch::Receiver<NodeState> {
     let (report, state) = watch::channel(NodeState::default());
-    let first_watch = send_watch_now(session.zk.clone(), node_path.to_owned());
+    let first_watch = match early.and_then(EarlyWatch::take) {
+        Some(reply) => reply,
+        None => Box::pin(send_watch_now(session.zk.clone(), node_path.to_owned())),
+    };
     let node = Followed { node_path: node_path.to_owned(), losses_seen, released, trace: trace.clone() };
     background::spawn(follow(session.clone(), first_watch, node, report));
     state
@@ -72,6 +78,37 @@ async fn follow(
 }
 
 type WatchReply = std::result::Result<(Vec<u8>, Stat, OneshotWatcher), ZkError>;
+
+type PendingWatch = Pin<Box<dyn Future<Output = WatchReply> + Send>>;
+
+/// The watch on our own node, sent while we wait for the lock so that the hand-off to us costs
+/// no request of its own; the hold continues it once the lock is granted.
+pub(crate) struct EarlyWatch(Option<PendingWatch>);
+
+impl EarlyWatch {
+    /// Sends the watch request on `node_path` now.
+    pub(crate) fn send(zk: &ZkClient, node_path: String) -> Self {
+        Self(Some(Box::pin(send_watch_now(zk.clone(), node_path))))
+    }
+
+    fn take(mut self) -> Option<PendingWatch> {
+        self.0.take()
+    }
+}
+
+impl Drop for EarlyWatch {
+    /// Not granted after all: let the watch fire on our own delete rather than drop it, which
+    /// would cost a request to remove it from the server.
+    fn drop(&mut self) {
+        if let Some(reply) = self.0.take() {
+            background::spawn(async move {
+                if let Ok((_, _, watcher)) = reply.await {
+                    watcher.changed().await;
+                }
+            });
+        }
+    }
+}
 
 /// Sends a `getData` with a watch on our node now; the reply is awaited by whoever polls the
 /// returned future next.

@@ -7,12 +7,14 @@ use tokio::time::Instant;
 use zookeeper_client::{Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType, MultiReadResult};
 
 use super::failed::Failed;
+use super::handoff;
 use super::node_name::{new_protected_prefix, sorted_nodes, QueueRules};
 use super::parents::create_containers;
 use super::pending::{find_protected, PendingNode};
 use super::retry::{broke_connection, until_connected, Reconnects};
 use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::node_watch::EarlyWatch;
 use crate::session::Session;
 use crate::trace;
 
@@ -58,6 +60,8 @@ pub(crate) struct Granted {
     pub token: i64,
     /// The session's loss count when the lock was granted.
     pub losses_seen: u64,
+    /// The watch on our node set while we waited, if we did.
+    pub own_watch: Option<EarlyWatch>,
 }
 
 /// Takes a place in the queue at `spec.path` and waits until the recipe's rule grants it.
@@ -69,7 +73,8 @@ pub(crate) async fn acquire(client: &Client, spec: &LockSpec<'_>, wait: Wait) ->
         let session = client.session().await?;
         let losses_seen = session.health().losses;
         let mut pending = PendingNode::new(session.clone(), spec.path, new_protected_prefix());
-        let attempt = attempt(&session.zk, spec, client.node_acls(), &mut pending, wait);
+        let mut own_watch = None;
+        let attempt = attempt(&session.zk, spec, client.node_acls(), &mut pending, &mut own_watch, wait);
         let outcome = match wait {
             Wait::Until(deadline) => tokio::time::timeout_at(deadline, attempt).await.ok(),
             Wait::Once | Wait::Forever => Some(attempt.await),
@@ -77,7 +82,7 @@ pub(crate) async fn acquire(client: &Client, spec: &LockSpec<'_>, wait: Wait) ->
         let failed = match outcome {
             Some(Ok((node_path, token))) => {
                 pending.forget();
-                return Ok(Granted { session, node_path, token, losses_seen });
+                return Ok(Granted { session, node_path, token, losses_seen, own_watch });
             }
             Some(Err(failed)) => failed,
             None => {
@@ -108,12 +113,14 @@ pub(crate) async fn acquire(client: &Client, spec: &LockSpec<'_>, wait: Wait) ->
     }
 }
 
-/// One attempt on one session. Returns the granted node's path and fencing token.
+/// One attempt on one session. Returns the granted node's path and fencing token; if it had to
+/// wait, `own_watch` holds the watch on our node it set meanwhile.
 async fn attempt(
     zk: &ZkClient,
     spec: &LockSpec<'_>,
     acls: Acls<'_>,
     pending: &mut PendingNode,
+    own_watch: &mut Option<EarlyWatch>,
     wait: Wait,
 ) -> std::result::Result<(String, i64), Failed> {
     let (name, token, mut children) = join_queue(zk, spec, acls, pending).await?;
@@ -132,18 +139,32 @@ async fn attempt(
             blockers
         };
         if blockers.is_empty() {
-            return Ok((format!("{}/{name}", spec.path), token));
+            return Ok((granted(spec, &name), token));
         }
         if let Wait::Once = wait {
             return Err(Failed::Busy);
         }
+        if own_watch.is_none() {
+            // Sent now, with the watch on the node ahead, rather than after the hand-off.
+            *own_watch = Some(EarlyWatch::send(zk, format!("{}/{name}", spec.path)));
+        }
         let recheck = spec.rules.recheck_after.is_some_and(|kind| blockers.iter().any(|b| b.contains(kind)));
         wait_until_gone(zk, spec.path, blockers).await?;
         if !recheck {
-            return Ok((format!("{}/{name}", spec.path), token));
+            return Ok((granted(spec, &name), token));
         }
         children = list_children(zk, spec.path).await?;
     }
+}
+
+/// The path of our node `name`, now granted; an exclusive grant is remembered for the waiters
+/// of this process behind it.
+fn granted(spec: &LockSpec<'_>, name: &str) -> String {
+    let node_path = format!("{}/{name}", spec.path);
+    if spec.rules.exclusive {
+        handoff::granted_exclusively(&node_path);
+    }
+    node_path
 }
 
 /// Creates our node and lists the queue in one round trip: both requests are sent before either
@@ -232,7 +253,12 @@ async fn wait_until_gone(zk: &ZkClient, parent: &str, mut blockers: Vec<String>)
             }
         }
         blockers.pop();
-        drop_vanished(zk, parent, &mut blockers).await?;
+        if handoff::was_granted_exclusively(&nearest_path) {
+            // Every node ahead of it was gone when it was granted.
+            blockers.clear();
+        } else {
+            drop_vanished(zk, parent, &mut blockers).await?;
+        }
     }
     Ok(())
 }
@@ -305,11 +331,13 @@ async fn wait_in_queue(
         let Some(ours) = nodes.iter().position(|node| node.name == name) else { return Ok(false) };
         let blockers = (spec.rules.blockers)(&nodes, ours);
         if blockers.is_empty() {
+            granted(spec, name);
             return Ok(true);
         }
         let recheck = spec.rules.recheck_after.is_some_and(|kind| blockers.iter().any(|b| b.contains(kind)));
         wait_until_gone(zk, spec.path, blockers).await?;
         if !recheck {
+            granted(spec, name);
             return Ok(true);
         }
         children = list_children(zk, spec.path).await?;

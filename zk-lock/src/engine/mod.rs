@@ -3,6 +3,7 @@
 
 mod acquire;
 mod failed;
+mod handoff;
 mod lease;
 pub(crate) mod node_name;
 mod parents;

@@ -29,10 +29,14 @@ pub(crate) struct QueueRules {
     /// a read lock taken by a writer's downgrade reuses the writer's sequence, so it can appear
     /// ahead of us after our listing.
     pub recheck_after: Option<&'static str>,
+    /// Whether a grant needs every node ahead gone (a mutex, a writer), so that a waiter behind
+    /// a granted node knows the queue ahead of that node is empty.
+    pub exclusive: bool,
 }
 
 /// Curator's `InterProcessMutex`: `_c_<uuid>-lock-<seq>`, first come first served.
-pub(crate) const MUTEX: QueueRules = QueueRules { names: &["lock-"], blockers: all_ahead, recheck_after: None };
+pub(crate) const MUTEX: QueueRules =
+    QueueRules { names: &["lock-"], blockers: all_ahead, recheck_after: None, exclusive: true };
 
 /// Curator's `InterProcessReadWriteLock` read node name.
 pub(crate) const READ: &str = "__READ__";
@@ -42,12 +46,12 @@ pub(crate) const WRITE: &str = "__WRIT__";
 /// A reader waits for the writers ahead of it only, so readers share the lock, and a queued
 /// writer keeps later readers out (no writer starvation).
 pub(crate) const RW_READ: QueueRules =
-    QueueRules { names: &[READ, WRITE], blockers: writers_ahead, recheck_after: None };
+    QueueRules { names: &[READ, WRITE], blockers: writers_ahead, recheck_after: None, exclusive: false };
 
 /// A writer waits for every node ahead. When a writer ahead goes, its task may have downgraded
 /// first: a read node at that writer's sequence, created after our listing, so list once more.
 pub(crate) const RW_WRITE: QueueRules =
-    QueueRules { names: &[READ, WRITE], blockers: all_ahead, recheck_after: Some(WRITE) };
+    QueueRules { names: &[READ, WRITE], blockers: all_ahead, recheck_after: Some(WRITE), exclusive: true };
 
 /// The `_c_<uuid>-` prefix of a new node: a fresh random (version 4) UUID each time.
 pub(crate) fn new_protected_prefix() -> String {
