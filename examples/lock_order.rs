@@ -17,22 +17,15 @@ use std::time::{Duration, Instant};
 
 #[path = "common/embedded.rs"]
 mod embedded;
+#[path = "common/flags.rs"]
+mod flags;
 
 const LOCK_PATH: &str = "/demo/lock-order";
 const WORK: Duration = Duration::from_millis(50);
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let number = |flag: &str, default: usize| -> Result<usize, String> {
-        match args.iter().position(|a| a == flag) {
-            None => Ok(default),
-            Some(i) => args
-                .get(i + 1)
-                .and_then(|v| v.parse().ok())
-                .filter(|&n| n > 0)
-                .ok_or_else(|| format!("`{flag}` needs a positive number, e.g. `{flag} {default}`")),
-        }
-    };
+    let number = |flag: &str, default: usize| flags::positive(&args, flag, default);
     if let Some(i) = args.iter().position(|a| a == "--worker") {
         let process: usize = args.get(i + 1).and_then(|v| v.parse().ok()).ok_or("`--worker` needs its index")?;
         return worker(process, number("--tasks", 5)?);

@@ -28,6 +28,8 @@ use zk_lock::{zk_read_lock, zk_write_lock, Error, RwLock};
 
 #[path = "common/embedded.rs"]
 mod embedded;
+#[path = "common/flags.rs"]
+mod flags;
 
 const PRICE_LOCK: &str = "/demo/read-write/price";
 /// How long anything here waits for something that should happen soon.
@@ -58,16 +60,7 @@ fn violation(what: String) {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let number = |flag: &str, default: usize| -> Result<usize, String> {
-        match args.iter().position(|a| a == flag) {
-            None => Ok(default),
-            Some(i) => args
-                .get(i + 1)
-                .and_then(|v| v.parse().ok())
-                .filter(|&n| n > 0)
-                .ok_or_else(|| format!("`{flag}` needs a positive number, e.g. `{flag} {default}`")),
-        }
-    };
+    let number = |flag: &str, default: usize| flags::positive(&args, flag, default);
     let (readers, work) = (number("--readers", 3)?, Duration::from_millis(number("--work-ms", 500)? as u64));
     let zookeeper = embedded::ZooKeeper::configured_or_throwaway()?;
     run(&zookeeper.connect_string, readers, work).map_err(|e| e.to_string())?;

@@ -24,6 +24,8 @@ use zk_lock::{zk_semaphore, SharedCount};
 
 #[path = "common/embedded.rs"]
 mod embedded;
+#[path = "common/flags.rs"]
+mod flags;
 
 const SEMAPHORE_PATH: &str = "/demo/semaphore-workers";
 const PERMITS: i32 = 2;
@@ -34,16 +36,7 @@ type BoxError = Box<dyn std::error::Error>;
 
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let number = |flag: &str, default: usize| -> Result<usize, String> {
-        match args.iter().position(|a| a == flag) {
-            None => Ok(default),
-            Some(i) => args
-                .get(i + 1)
-                .and_then(|v| v.parse().ok())
-                .filter(|&n| n > 0)
-                .ok_or_else(|| format!("`{flag}` needs a positive number, e.g. `{flag} {default}`")),
-        }
-    };
+    let number = |flag: &str, default: usize| flags::positive(&args, flag, default);
     let jobs = number("--jobs", 1)?;
     let work = Duration::from_millis(number("--work-ms", 1000)? as u64);
     if let Some(i) = args.iter().position(|a| a == "--worker") {

@@ -30,6 +30,8 @@ use zookeeper_client::{Acls, CreateMode};
 
 #[path = "common/embedded.rs"]
 mod embedded;
+#[path = "common/flags.rs"]
+mod flags;
 
 const ACCOUNTS: [&str; 3] = ["A", "B", "C"];
 const OPENING_BALANCE: u64 = 100;
@@ -51,16 +53,7 @@ macro_rules! say {
 
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let number = |flag: &str, default: usize| -> Result<usize, String> {
-        match args.iter().position(|a| a == flag) {
-            None => Ok(default),
-            Some(i) => args
-                .get(i + 1)
-                .and_then(|v| v.parse().ok())
-                .filter(|&n| n > 0)
-                .ok_or_else(|| format!("`{flag}` needs a positive number, e.g. `{flag} {default}`")),
-        }
-    };
+    let number = |flag: &str, default: usize| flags::positive(&args, flag, default);
     let plan = Plan {
         processes: number("--processes", 2)?,
         tasks: number("--tasks", 3)?,
