@@ -10,15 +10,18 @@
 //! ```
 //!
 //! Rows: `floor` (raw create/delete/list), `uncontended` (acquire + release), `contended`
-//! (W sessions on one mutex), `drain` (N queued waiters released in turn), `memory` (bytes per
-//! waiting acquisition and per held guard in this process). Request counts come from the
-//! server's own counters (`mntr`), read around each client's measurement. The Curator and
-//! kazoo peers (`benches/java/CuratorBench.java`, `benches/kazoo_bench.py`) measure
-//! themselves and print raw samples; every statistic is computed here, with the same code.
+//! (W sessions on one mutex), `contended-processes` (the same, one OS process per session: this
+//! binary re-run with the hidden `--contender` arguments), `drain` (N queued waiters released in
+//! turn), `memory` (bytes per waiting acquisition and per held guard in this process). Request
+//! counts come from the server's own counters (`mntr`), read around each client's measurement.
+//! The Curator and kazoo peers (`benches/java/CuratorBench.java`, `benches/kazoo_bench.py`)
+//! measure themselves and print raw samples; every statistic is computed here, with the same code.
 //! See docs/benchmarks.md for the method and the numbers.
 
 #[path = "bench/alloc.rs"]
 mod alloc;
+#[path = "bench/contender.rs"]
+mod contender;
 #[path = "bench/json.rs"]
 mod json;
 #[path = "bench/native.rs"]
@@ -51,7 +54,8 @@ usage: bench [--quick] [--rows LIST] [--clients LIST] [--out PATH]
        bench --median [--out PATH] REPORT.json...
 
   --quick           a ~30 s smoke run: fewer cycles, shorter windows, smaller queues
-  --rows LIST       comma-separated: floor,uncontended,contended,drain,memory (default: all)
+  --rows LIST       comma-separated: floor,uncontended,contended,contended-processes,drain,
+                    memory (default: all)
   --clients LIST    comma-separated: zk-lock,zookeeper-client,curator,kazoo (default: all)
   --out PATH        where to write the JSON report (default: target/bench/results.json)
   --cycles N        measured operations per floor/uncontended case (default 1000, quick 200)
@@ -68,14 +72,16 @@ enum Row {
     Floor,
     Uncontended,
     Contended,
+    ContendedProcesses,
     Drain,
     Memory,
 }
 
-const ROWS: [(&str, Row); 5] = [
+const ROWS: [(&str, Row); 6] = [
     ("floor", Row::Floor),
     ("uncontended", Row::Uncontended),
     ("contended", Row::Contended),
+    ("contended-processes", Row::ContendedProcesses),
     ("drain", Row::Drain),
     ("memory", Row::Memory),
 ];
@@ -218,6 +224,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().is_some_and(|a| a == "--median") {
         return median_of_runs(&args[1..]);
+    }
+    if args.first().is_some_and(|a| a == contender::FLAG) {
+        return contender::worker(&args[1..]);
     }
     let opts = match Opts::parse(args) {
         Ok(Some(opts)) => opts,
@@ -401,6 +410,7 @@ async fn run(opts: &Opts, server: &TestingServer, data: (PathBuf, bool)) -> Exit
             Row::Floor => floor_row(&mut ctx).await,
             Row::Uncontended => uncontended_row(&mut ctx).await,
             Row::Contended => contended_row(&mut ctx).await,
+            Row::ContendedProcesses => contended_processes_row(&mut ctx).await,
             Row::Drain => drain_row(&mut ctx).await,
             Row::Memory => memory_row(&mut ctx).await,
         }
@@ -640,20 +650,45 @@ async fn contended_row(ctx: &mut Ctx<'_>) {
                 }
             };
             let record = match measured {
-                Ok(m) => report::contended(client.name(), sessions, &m),
+                Ok(m) => report::contended("contended", client.name(), sessions, &m),
                 Err(e) => Record::failed("contended", format!("W={sessions}"), client.name(), e),
             };
-            log(
-                &record,
-                &format!(
-                    "{:.0} locks/s, {} violations",
-                    record.get("locks_per_s").unwrap_or(f64::NAN),
-                    record.get("violations").unwrap_or(f64::NAN)
-                ),
-            );
+            log_contended(&record);
             ctx.records.push(record);
         }
     }
+}
+
+/// The contended row with every contender in its own process, for the in-process clients only:
+/// zk-lock's in-process hand-off shortcut does not apply there. The peers have no such shortcut,
+/// so their `contended` figures already stand for separate processes.
+async fn contended_processes_row(ctx: &mut Ctx<'_>) {
+    const SECTION: &str = "contended-processes";
+    let (warm, measure) = (ctx.opts.contended_warm, ctx.opts.contended_measure);
+    for sessions in ctx.opts.sessions.clone() {
+        for client in ctx.opts.clients.clone() {
+            let Some(kind) = client.native() else { continue };
+            let path = path_of(client, SECTION, &format!("w{sessions}"));
+            let measured = contender::contended(kind, &ctx.connect, ctx.server, &path, sessions, warm, measure).await;
+            let record = match measured {
+                Ok(m) => report::contended(SECTION, client.name(), sessions, &m),
+                Err(e) => Record::failed(SECTION, format!("W={sessions}"), client.name(), e),
+            };
+            log_contended(&record);
+            ctx.records.push(record);
+        }
+    }
+}
+
+fn log_contended(record: &Record) {
+    log(
+        record,
+        &format!(
+            "{:.0} locks/s, {} violations",
+            record.get("locks_per_s").unwrap_or(f64::NAN),
+            record.get("violations").unwrap_or(f64::NAN)
+        ),
+    );
 }
 
 async fn drain_row(ctx: &mut Ctx<'_>) {

@@ -20,7 +20,7 @@ use crate::stats::Counters;
 pub const SESSION_TIMEOUT: Duration = Duration::from_secs(60);
 /// Time for requests sent in the background (a dropped guard's delete, a session's close) to
 /// reach the server before the counters are read or the next row starts.
-const SETTLE: Duration = Duration::from_millis(100);
+pub const SETTLE: Duration = Duration::from_millis(100);
 
 /// Which in-process client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,9 +67,9 @@ async fn hand_written(client: &zk_lock::Client, tag: &str) -> zk_lock::Result<()
 /// Leases of the uncontended semaphore case, for every client.
 pub const SEMAPHORE_LEASES: u32 = 4;
 
-type Res<T> = Result<T, String>;
+pub type Res<T> = Result<T, String>;
 
-fn err(context: &str) -> impl Fn(zk_lock::Error) -> String + '_ {
+pub fn err(context: &str) -> impl Fn(zk_lock::Error) -> String + '_ {
     move |e| format!("{context}: {e}")
 }
 
@@ -98,7 +98,7 @@ fn lock_options() -> LockOptions<'static> {
 }
 
 /// One zookeeper-client `Client::lock` with a Curator-compatible prefix (`_c_<uuid>-lock-`).
-async fn zkc_lock<'a>(zk: &'a zookeeper_client::Client, path: &str) -> Res<LockClient<'a>> {
+pub async fn zkc_lock<'a>(zk: &'a zookeeper_client::Client, path: &str) -> Res<LockClient<'a>> {
     let prefix = LockPrefix::new_curator(path, "lock-").map_err(zerr("lock prefix"))?;
     zk.lock(prefix, b"", lock_options()).await.map_err(zerr("lock"))
 }
@@ -106,7 +106,7 @@ async fn zkc_lock<'a>(zk: &'a zookeeper_client::Client, path: &str) -> Res<LockC
 /// Releases a zookeeper-client lock and waits for the server's answer. `LockClient` only
 /// deletes in the background on drop, so we delete ourselves and forget it (which leaks its
 /// path string, some 60 bytes) rather than send a second delete.
-async fn zkc_release(lock: LockClient<'_>) -> Res<()> {
+pub async fn zkc_release(lock: LockClient<'_>) -> Res<()> {
     let result = lock.client().delete(lock.lock_path(), None).await;
     std::mem::forget(lock);
     result.map_err(zerr("unlock"))
@@ -120,11 +120,11 @@ async fn ensure_persistent(zk: &zookeeper_client::Client, path: &str) -> Res<()>
     }
 }
 
-fn micros(d: Duration) -> f64 {
+pub fn micros(d: Duration) -> f64 {
     (d.as_nanos() as f64 / 100.0).round() / 10.0
 }
 
-fn nums(values: Vec<f64>) -> Json {
+pub fn nums(values: Vec<f64>) -> Json {
     Json::Arr(values.into_iter().map(Json::Num).collect())
 }
 

@@ -100,8 +100,9 @@ pub fn uncontended(client: &'static str, case: &str, m: &Measured) -> Record {
     record
 }
 
-pub fn contended(client: &'static str, sessions: usize, m: &Measured) -> Record {
-    let mut record = Record::new("contended", format!("W={sessions}"), client);
+/// A `contended` or `contended-processes` cell.
+pub fn contended(section: &'static str, client: &'static str, sessions: usize, m: &Measured) -> Record {
+    let mut record = Record::new(section, format!("W={sessions}"), client);
     let waits = m.result.nums("wait_us");
     let measured = m.result.num("grants_measured").unwrap_or(waits.len() as f64);
     let total = m.result.num("grants_total").unwrap_or(0.0);
@@ -293,29 +294,37 @@ pub fn print_tables(records: &[Record]) {
 
     let header =
         ["W", "client", "locks/s", "wait p50", "wait p99", "grants", "req/grant", "violations", "max holders", "note"];
-    let rows = section("contended")
-        .map(|r| {
-            if failed(r) {
-                return failed_row(r, header.len());
-            }
-            vec![
-                r.case.clone(),
-                r.client.to_owned(),
-                fmt(r.get("locks_per_s"), 0),
-                fmt(r.get("wait_p50_us"), 0),
-                fmt(r.get("wait_p99_us"), 0),
-                fmt(r.get("grants"), 0),
-                fmt_requests(r),
-                fmt(r.get("violations"), 0),
-                fmt(r.get("max_holders"), 0),
-                note(r),
-            ]
-        })
-        .collect();
+    let contended_rows = |name| -> Vec<Vec<String>> {
+        section(name)
+            .map(|r| {
+                if failed(r) {
+                    return failed_row(r, header.len());
+                }
+                vec![
+                    r.case.clone(),
+                    r.client.to_owned(),
+                    fmt(r.get("locks_per_s"), 0),
+                    fmt(r.get("wait_p50_us"), 0),
+                    fmt(r.get("wait_p99_us"), 0),
+                    fmt(r.get("grants"), 0),
+                    fmt_requests(r),
+                    fmt(r.get("violations"), 0),
+                    fmt(r.get("max_holders"), 0),
+                    note(r),
+                ]
+            })
+            .collect()
+    };
     print_table(
         "contended mutex: W sessions loop on one path, zero hold time (wait in µs; req counted over warm-up too)",
         &header,
-        rows,
+        contended_rows("contended"),
+    );
+    print_table(
+        "contended mutex, one OS process per session: as above, no in-process hand-off (violations: held \
+         intervals overlapping on the wall clock)",
+        &header,
+        contended_rows("contended-processes"),
     );
 
     let header = ["N", "client", "completed", "drain ms", "hand-offs/s", "req/hand-off", "violations", "note"];
@@ -574,6 +583,7 @@ pub fn records_of(report: &Json) -> Result<Vec<Record>, String> {
             "floor" => "floor",
             "uncontended" => "uncontended",
             "contended" => "contended",
+            "contended-processes" => "contended-processes",
             "drain" => "drain",
             "memory" => "memory",
             other => return Err(format!("unknown section `{other}`")),

@@ -1,0 +1,302 @@
+//! The `contended-processes` row: each contender in its own OS process, this binary re-run as
+//! `bench --contender <client> <connect> <path>`. zk-lock skips a read when the node it waited
+//! for was granted in the same process (zk-lock/src/engine/handoff.rs); across processes it
+//! cannot, and this row measures what a hand-off costs then.
+//!
+//! Protocol on the worker's stdin/stdout: it connects and prints `ready`; it reads
+//! `go <base> <warm> <measure>` (Unix-time nanoseconds, nanoseconds, nanoseconds) and loops on
+//! the mutex until `base + warm + measure`; it prints `result <json>` and closes its session
+//! when its stdin closes, so that the session's close falls outside the parent's counters.
+//! `error <message>` instead of either line when something failed.
+
+use std::net::SocketAddr;
+use std::process::{ExitCode, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::time::{timeout_at, Instant};
+
+use crate::json::Json;
+use crate::native::{self, err, micros, nums, Native, Res, SETTLE};
+use crate::peer::Measured;
+use crate::stats::Counters;
+
+/// The hidden first argument that turns this binary into a contender.
+pub const FLAG: &str = "--contender";
+
+fn name(kind: Native) -> &'static str {
+    match kind {
+        Native::ZkLock => "zk-lock",
+        Native::ZkClient => "zookeeper-client",
+    }
+}
+
+/// Nanoseconds since `base` (Unix-time nanoseconds) on the wall clock, the one clock that every
+/// process reads alike.
+fn wall_since(base: i128) -> f64 {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
+    (now - base) as f64
+}
+
+// ---- worker --------------------------------------------------------------------------------
+
+/// `bench --contender <client> <connect> <path>`.
+pub fn worker(args: &[String]) -> ExitCode {
+    let [client, connect, path] = args else {
+        println!("error usage: bench {FLAG} <zk-lock|zookeeper-client> <connect> <path>");
+        return ExitCode::from(2);
+    };
+    let kind = match client.as_str() {
+        "zk-lock" => Native::ZkLock,
+        "zookeeper-client" => Native::ZkClient,
+        other => {
+            println!("error unknown client `{other}`");
+            return ExitCode::from(2);
+        }
+    };
+    // One contender needs one thread (a multi-thread runtime measured no better). zk-lock's
+    // session lives on its own I/O thread either way.
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            println!("error cannot build the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(work(kind, connect, path)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            println!("error {}", e.replace('\n', " "));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One session and its lock handle.
+enum Lock {
+    /// The handle holds its client, and so the session.
+    ZkLock(zk_lock::Mutex),
+    ZkClient(zookeeper_client::Client, String),
+}
+
+impl Lock {
+    /// One grant and release: when the lock call returned, and the held interval (nanoseconds
+    /// since `base` on the wall clock, from after the grant to before the release, so inside
+    /// the true hold). `None` if not granted by `limit`.
+    async fn cycle(&self, limit: Instant, base: i128) -> Res<Option<(Instant, [f64; 2])>> {
+        match self {
+            Lock::ZkLock(mutex) => {
+                let Ok(guard) = timeout_at(limit, mutex.lock()).await else { return Ok(None) };
+                let guard = guard.map_err(err("lock"))?;
+                let granted = Instant::now();
+                let held = [wall_since(base), wall_since(base)];
+                guard.release().await.map_err(err("release"))?;
+                Ok(Some((granted, held)))
+            }
+            Lock::ZkClient(zk, path) => {
+                let Ok(lock) = timeout_at(limit, native::zkc_lock(zk, path)).await else { return Ok(None) };
+                let lock = lock?;
+                let granted = Instant::now();
+                let held = [wall_since(base), wall_since(base)];
+                native::zkc_release(lock).await?;
+                Ok(Some((granted, held)))
+            }
+        }
+    }
+}
+
+/// The next line of stdin, `None` at its end. Blocking reads on the blocking pool: tokio's own
+/// stdin needs a feature the workspace does not enable.
+async fn read_line() -> Res<Option<String>> {
+    tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        match std::io::stdin().read_line(&mut line) {
+            Ok(0) => Ok(None),
+            Ok(_) => Ok(Some(line.trim_end().to_owned())),
+            Err(e) => Err(format!("stdin: {e}")),
+        }
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
+async fn work(kind: Native, connect: &str, path: &str) -> Res<()> {
+    let lock = match kind {
+        Native::ZkLock => {
+            let client = native::connect_zk_lock(connect).await?;
+            Lock::ZkLock(zk_lock::Mutex::with_client(&client, path))
+        }
+        Native::ZkClient => Lock::ZkClient(native::connect_zk_client(connect).await?, path.to_owned()),
+    };
+    println!("ready");
+    let line = read_line().await?.ok_or("stdin closed before `go`")?;
+    let numbers: Vec<i128> = line.strip_prefix("go ").unwrap_or("").split(' ').filter_map(|n| n.parse().ok()).collect();
+    let [base, warm, measure] = numbers[..] else {
+        return Err(format!("expected `go <base> <warm> <measure>`: {line}"));
+    };
+    // The window on this process's monotonic clock.
+    let now = Instant::now();
+    let start = now.checked_sub(Duration::from_nanos(wall_since(base).max(0.0) as u64)).unwrap_or(now);
+    let from = start + Duration::from_nanos(warm as u64);
+    let end = from + Duration::from_nanos(measure as u64);
+    // Bounded: a contender still waiting long after the end gives up, as in-process.
+    let limit = end + Duration::from_secs(5);
+    let (mut waits, mut held, mut total) = (Vec::new(), Vec::new(), 0u64);
+    while Instant::now() < end {
+        let t0 = Instant::now();
+        let Some((granted, interval)) = lock.cycle(limit, base).await? else { break };
+        total += 1;
+        held.extend(interval);
+        if granted >= from && granted < end {
+            waits.push(micros(granted - t0));
+        }
+    }
+    let result =
+        Json::obj([("grants_total", Json::Num(total as f64)), ("wait_us", nums(waits)), ("held_ns", nums(held))]);
+    println!("result {}", result.pretty().replace('\n', ""));
+    // Keep the session until the parent has read the server's counters.
+    while read_line().await.is_ok_and(|line| line.is_some()) {}
+    drop(lock);
+    Ok(())
+}
+
+// ---- parent --------------------------------------------------------------------------------
+
+/// A contender process, killed when dropped.
+struct Worker {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Worker {
+    fn spawn(kind: Native, connect: &str, path: &str) -> Res<Worker> {
+        let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+        let mut child = Command::new(exe)
+            .args([FLAG, name(kind), connect, path])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot start a contender process: {e}"))?;
+        let stdin = child.stdin.take();
+        let lines = BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
+        Ok(Worker { child, stdin, lines })
+    }
+
+    /// The rest of the next line starting with `prefix`; an `error` line is the error.
+    async fn expect(&mut self, prefix: &str, deadline: Instant) -> Res<String> {
+        loop {
+            let line = match timeout_at(deadline, self.lines.next_line()).await {
+                Ok(Ok(Some(line))) => line,
+                Ok(Ok(None)) => return Err("a contender process exited".to_owned()),
+                Ok(Err(e)) => return Err(format!("cannot read a contender process: {e}")),
+                Err(_) => return Err(format!("a contender process printed no `{prefix}` in time")),
+            };
+            if let Some(rest) = line.strip_prefix(prefix) {
+                return Ok(rest.to_owned());
+            }
+            if let Some(message) = line.strip_prefix("error ") {
+                return Err(format!("contender process: {message}"));
+            }
+        }
+    }
+
+    async fn send(&mut self, line: &str) -> Res<()> {
+        let stdin = self.stdin.as_mut().ok_or("stdin already closed")?;
+        stdin.write_all(format!("{line}\n").as_bytes()).await.map_err(|e| format!("contender process: {e}"))?;
+        stdin.flush().await.map_err(|e| format!("contender process: {e}"))
+    }
+}
+
+/// Mutual exclusion across the processes: held intervals (from every process, on the wall
+/// clock) that start before an earlier one ended, and the most that overlap.
+fn overlaps(mut intervals: Vec<(f64, f64)>) -> (u64, usize) {
+    intervals.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (mut violations, mut max_holders) = (0, 0);
+    let mut open: Vec<f64> = Vec::new();
+    for (start, end) in intervals {
+        open.retain(|&open_end| open_end > start);
+        if !open.is_empty() {
+            violations += 1;
+        }
+        open.push(end);
+        max_holders = max_holders.max(open.len());
+    }
+    (violations, max_holders)
+}
+
+/// `sessions` contender processes, one session each, loop on one mutex for `warm + measure`.
+/// The same result shape as the in-process `native::contended`.
+pub async fn contended(
+    kind: Native,
+    connect: &str,
+    server: SocketAddr,
+    path: &str,
+    sessions: usize,
+    warm: Duration,
+    measure: Duration,
+) -> Res<Measured> {
+    let mut workers = (0..sessions).map(|_| Worker::spawn(kind, connect, path)).collect::<Res<Vec<_>>>()?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for worker in &mut workers {
+        worker.expect("ready", deadline).await?;
+    }
+    tokio::time::sleep(SETTLE).await;
+    let before = Counters::read_async(server).await?;
+    // One absolute start for all; the warm-up absorbs the time the `go` lines take to arrive.
+    let base = SystemTime::now().duration_since(UNIX_EPOCH).map_err(|e| e.to_string())?.as_nanos();
+    let go = format!("go {base} {} {}", warm.as_nanos(), measure.as_nanos());
+    for worker in &mut workers {
+        worker.send(&go).await?;
+    }
+    let deadline = Instant::now() + warm + measure + Duration::from_secs(30);
+    let mut results = Vec::with_capacity(sessions);
+    for worker in &mut workers {
+        let line = worker.expect("result ", deadline).await?;
+        results.push(Json::parse(&line).map_err(|e| format!("bad result from a contender process: {e}"))?);
+    }
+    tokio::time::sleep(SETTLE).await;
+    let after = Counters::read_async(server).await?;
+    // Closing stdin lets each worker close its session and exit.
+    for worker in &mut workers {
+        worker.stdin = None;
+    }
+    for worker in &mut workers {
+        if tokio::time::timeout(Duration::from_secs(10), worker.child.wait()).await.is_err() {
+            let _ = worker.child.start_kill();
+        }
+    }
+    tokio::time::sleep(SETTLE).await;
+    let mut waits = Vec::new();
+    let mut intervals = Vec::new();
+    let mut total = 0.0;
+    for result in &results {
+        waits.extend(result.nums("wait_us"));
+        total += result.num("grants_total").unwrap_or(0.0);
+        intervals.extend(result.nums("held_ns").chunks_exact(2).map(|pair| (pair[0], pair[1])));
+    }
+    let (violations, max_holders) = overlaps(intervals);
+    let result = Json::obj([
+        ("sessions", Json::Num(sessions as f64)),
+        ("measure_s", Json::Num(measure.as_secs_f64())),
+        ("grants_measured", Json::Num(waits.len() as f64)),
+        ("grants_total", Json::Num(total)),
+        ("violations", Json::Num(violations as f64)),
+        ("max_holders", Json::Num(max_holders as f64)),
+        ("wait_us", nums(waits)),
+    ]);
+    Ok(Measured { result, requests: after.since(&before), queued: true })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::overlaps;
+
+    #[test]
+    fn overlapping_intervals_are_violations() {
+        assert_eq!(overlaps(vec![(0.0, 1.0), (1.0, 2.0), (3.0, 4.0)]), (0, 1));
+        assert_eq!(overlaps(vec![(0.0, 5.0), (1.0, 2.0), (1.5, 3.0)]), (2, 3));
+    }
+}
