@@ -5,7 +5,7 @@
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use zk_lock::{Error, Mutex, CONNECT_ENV, DEFAULT_CONNECT_STRING, DEFAULT_CONNECT_TIMEOUT};
+use zk_lock::{Error, Mutex, Semaphore, SemaphoreMutex, CONNECT_ENV, DEFAULT_CONNECT_STRING, DEFAULT_CONNECT_TIMEOUT};
 
 /// Slack on top of the connect timeout for a loaded machine.
 const SLACK: Duration = Duration::from_secs(5);
@@ -22,6 +22,13 @@ async fn an_unconfigured_default_client_says_how_to_configure_it_in_bounded_time
     // A bad path is refused before the default client would have to connect.
     let started = Instant::now();
     let bad = Mutex::new("/it-unconfigured//orders").try_lock().await;
+    assert!(matches!(bad, Err(Error::InvalidPath { .. })), "{bad:?}");
+    // So is a semaphore that could never grant a lease, and a bad semaphore mutex path.
+    let none = Semaphore::new("/it-unconfigured/slots", 0).acquire().await;
+    assert!(matches!(none, Err(Error::InvalidArgument { .. })), "{none:?}");
+    let too_many = Semaphore::new("/it-unconfigured/slots", 2).acquire_many(3).await;
+    assert!(matches!(too_many, Err(Error::InvalidArgument { .. })), "{too_many:?}");
+    let bad = SemaphoreMutex::new("/it-unconfigured//job").try_lock().await;
     assert!(matches!(bad, Err(Error::InvalidPath { .. })), "{bad:?}");
     assert!(started.elapsed() < Duration::from_secs(1), "no connection was tried");
 

@@ -209,6 +209,7 @@ impl Semaphore {
     }
 
     async fn acquire_permits(&self, n: u32, patience: Patience) -> Result<Vec<SemaphorePermit>> {
+        self.check_request(n)?;
         let client = self.target.client().await?;
         let holds = self
             .acquire_holds(&client, "semaphore", n, patience, |node_path| format!("semaphore-lease {node_path}"))
@@ -216,16 +217,9 @@ impl Semaphore {
         Ok(holds.into_iter().map(|hold| SemaphorePermit { hold }).collect())
     }
 
-    /// Takes `n` leases; each becomes a hold registered under `key(node_path)` in the client's
-    /// table of holds.
-    pub(crate) async fn acquire_holds(
-        &self,
-        client: &Client,
-        recipe: &'static str,
-        n: u32,
-        patience: Patience,
-        key: impl Fn(&str) -> String,
-    ) -> Result<Vec<Arc<Hold>>> {
+    /// Refuses, before any client is looked up or connected, a request that could never be
+    /// granted: an invalid path, a semaphore with no leases, more leases than it allows.
+    pub(crate) fn check_request(&self, n: u32) -> Result<()> {
         let path = &self.target.path;
         validate_lock_path(path)?;
         if let Limit::Fixed(max) = self.limit {
@@ -242,6 +236,20 @@ impl Semaphore {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Takes `n` leases, once [`check_request`](Self::check_request) accepted them; each becomes
+    /// a hold registered under `key(node_path)` in the client's table of holds.
+    pub(crate) async fn acquire_holds(
+        &self,
+        client: &Client,
+        recipe: &'static str,
+        n: u32,
+        patience: Patience,
+        key: impl Fn(&str) -> String,
+    ) -> Result<Vec<Arc<Hold>>> {
+        let path = &self.target.path;
         if n == 0 {
             return Ok(Vec::new());
         }

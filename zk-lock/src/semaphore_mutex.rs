@@ -6,7 +6,6 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::hold::Hold;
-use crate::path::validate_lock_path;
 use crate::semaphore::Semaphore;
 use crate::target::Patience;
 
@@ -112,8 +111,8 @@ impl SemaphoreMutex {
     }
 
     async fn acquire(&self, patience: Patience) -> Result<SemaphoreMutexGuard> {
+        self.semaphore.check_request(1)?;
         let client = self.semaphore.target.client().await?;
-        validate_lock_path(self.path())?;
         let key = self.semaphore.target.key(KIND);
         if let Some(held) = Hold::held_by_current_task(&client, &key) {
             // A lost lease no longer excludes anyone: taking the lock again cannot deadlock.
