@@ -134,11 +134,14 @@ async fn semaphore_leases_hold_and_lease_requests_wait() {
     let path = format!("{PATH}/semaphore");
     let client = new_client().await;
     let zk = client.zookeeper();
-    let request = curator_node(&client, &format!("{path}/locks"), "lock-", b"").await;
-    let leases = [
+    // Two granted leases; then a request holding the internal mutex, which made its lease and
+    // waits for the count (Curator's order): that lease is a waiter.
+    let mut leases = vec![
         curator_node(&client, &format!("{path}/leases"), "lease-", b"").await,
         curator_node(&client, &format!("{path}/leases"), "lease-", b"").await,
     ];
+    let request = curator_node(&client, &format!("{path}/locks"), "lock-", b"").await;
+    leases.push(curator_node(&client, &format!("{path}/leases"), "lease-", b"").await);
     // Other children: an unknown recipe's contender is listed; persistent nodes are not.
     let ephemeral = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
     let (_, sequence) = zk.create(&format!("{path}/latch-"), b"", &ephemeral).await.unwrap();
@@ -147,11 +150,11 @@ async fn semaphore_leases_hold_and_lease_requests_wait() {
 
     let found = participants_with(&client, &path).await.unwrap();
     use ParticipantKind::{Lease, LeaseRequest, Unknown};
-    assert_eq!(kinds(&found), [Unknown, Lease, Lease, LeaseRequest]);
-    assert_eq!(roles(&found), [Role::Unknown, Role::Holder, Role::Holder, Role::Waiter]);
+    assert_eq!(kinds(&found), [Unknown, Lease, Lease, Lease, LeaseRequest]);
+    assert_eq!(roles(&found), [Role::Unknown, Role::Holder, Role::Holder, Role::Waiter, Role::Waiter]);
     assert_eq!(found[0].node_name, format!("latch-{sequence}"));
     let paths: Vec<&str> = found[1..].iter().map(|p| p.node_path.as_str()).collect();
-    assert_eq!(paths, [leases[0].as_str(), leases[1].as_str(), request.as_str()]);
+    assert_eq!(paths, [leases[0].as_str(), leases[1].as_str(), leases[2].as_str(), request.as_str()]);
 }
 
 #[tokio::test]

@@ -175,10 +175,11 @@ pub async fn participants(path: &str) -> Result<Vec<Participant>> {
 /// Curator mutex and a kazoo lock on one path) can show a holder each. The nodes at `path` come
 /// first, in sequence order, then semaphore leases, then requests queued for a lease.
 ///
-/// A semaphore's lease count is not stored in its nodes, so every lease node is reported as a
-/// holder. Curator creates a lease node while holding the semaphore's internal mutex and only
-/// then checks the count, so while a semaphore is full its newest lease may belong to that
-/// requester, still waiting for a lease to be returned.
+/// A semaphore's lease count is not stored in its nodes, but only the first request in the
+/// semaphore's internal mutex (`P/locks`) ever waits with a lease node: Curator creates the lease
+/// while holding that mutex, waits until the count allows it, then lets the mutex go. So a lease
+/// of that request's session and holder, created after the request, is reported as a waiter;
+/// every other lease as a holder.
 ///
 /// A missing `path` has no participants: the result is empty, not an error. Nodes that vanish
 /// between the listing and the read of their data are left out. Other ephemeral nodes ending in a
@@ -205,7 +206,26 @@ pub async fn participants(path: &str) -> Result<Vec<Participant>> {
 pub async fn participants_with(client: &Client, path: &str) -> Result<Vec<Participant>> {
     validate_lock_path(path)?;
     let session = client.session().await?;
-    read_participants(&session.zk, path).await
+    let mut found = read_participants(&session.zk, path).await?;
+    mark_waiting_lease(&mut found);
+    Ok(found)
+}
+
+/// Marks the lease that the semaphore's first queued request made and is still waiting on (see
+/// [`participants_with`]). Matching the holder description too keeps the granted lease of
+/// another task of the same session from being taken for it.
+fn mark_waiting_lease(participants: &mut [Participant]) {
+    let Some(request) = participants.iter().find(|p| p.kind == ParticipantKind::LeaseRequest) else { return };
+    let (session, after, data) = (request.session_id, request.fencing_token, request.data.clone());
+    for lease in participants.iter_mut() {
+        if lease.kind == ParticipantKind::Lease
+            && lease.session_id == session
+            && lease.fencing_token > after
+            && lease.data == data
+        {
+            lease.role = Role::Waiter;
+        }
+    }
 }
 
 /// Where a lock's nodes live, relative to the lock path, and the node names found there.
