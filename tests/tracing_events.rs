@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, OnceLock};
 
-use support::zk::{new_client, wait_for_children};
+use support::zk::{new_client, wait_for_children, PATIENCE};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
@@ -50,6 +50,8 @@ struct Recorder {
     next_id: AtomicU64,
     spans: StdMutex<HashMap<u64, SpanRecord>>,
     events: StdMutex<Vec<Recorded>>,
+    /// Woken on every event, for events reported from the background.
+    recorded: tokio::sync::Notify,
 }
 
 thread_local! {
@@ -86,6 +88,7 @@ impl Subscriber for Recorder {
         };
         let recorded = Recorded { level: *event.metadata().level(), message, fields: fields.0, span_name, span_fields };
         self.events.lock().unwrap().push(recorded);
+        self.recorded.notify_waiters();
     }
     // `Span::current()` asks the subscriber, so the library's `record` calls find their span.
     fn current_span(&self) -> tracing_core::span::Current {
@@ -123,6 +126,22 @@ fn events_about(path: &str) -> Vec<Recorded> {
     events.iter().filter(|e| e.field("path") == Some(path)).cloned().collect()
 }
 
+/// Waits until `count` events `message` about `path` were recorded; panics after [`PATIENCE`].
+async fn wait_for_events(path: &str, message: &str, count: usize) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let recorded = recorder().recorded.notified();
+        tokio::pin!(recorded);
+        recorded.as_mut().enable();
+        if events_about(path).iter().filter(|e| e.message == message).count() >= count {
+            return;
+        }
+        if tokio::time::timeout_at(deadline, recorded).await.is_err() {
+            panic!("no `{message}` event about {path}: {:#?}", events_about(path));
+        }
+    }
+}
+
 fn one(events: &[Recorded], message: &str, matching: impl Fn(&Recorded) -> bool) -> Recorded {
     let found: Vec<_> = events.iter().filter(|e| e.message == message && matching(e)).collect();
     assert_eq!(found.len(), 1, "expected one `{message}` event, found {found:#?} among {events:#?}");
@@ -146,6 +165,8 @@ async fn acquisition_queue_position_release_and_drop_are_reported() {
     let second_token = second.fencing_token();
     drop(second);
     wait_for_children(&first_client, path, <[String]>::is_empty).await;
+    // A dropped guard's release is reported once ZooKeeper confirmed the delete, in the background.
+    wait_for_events(path, "lock released", 2).await;
 
     let events = events_about(path);
     let joined_first = one(&events, "joined the lock queue", |e| e.field("queue_position") == Some("0"));
@@ -195,5 +216,10 @@ async fn a_timeout_a_loss_and_a_revocation_are_reported() {
     assert_eq!(lost.level, tracing::Level::WARN);
     assert_eq!(lost.field("reason"), Some(LostReason::NodeDeleted.to_string().as_str()));
     assert!(lost.field("held_ms").is_some());
-    drop(guard);
+
+    // Releasing the lost lock reports no release, and the loss only once.
+    assert!(matches!(guard.release().await, Err(zk_lock::Error::Lost { .. })));
+    let events = events_about(path);
+    assert!(!events.iter().any(|e| e.message == "lock released"), "{events:#?}");
+    one(&events, "lock lost", |_| true);
 }

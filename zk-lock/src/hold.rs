@@ -134,33 +134,31 @@ impl Hold {
 
     /// Deletes the node now and reports whether the lock was still ours.
     async fn release(self) -> Result<()> {
-        let delete = self.start_release(false);
+        let delete = self.start_release();
         if let Some(reason) = self.lost_reason() {
             return Err(self.lost_error(reason));
         }
-        match delete {
-            Some(delete) => match delete.await {
-                Ok(()) => Ok(()),
-                Err(ZkError::NoNode) => Err(self.lost_error(LostReason::NodeDeleted)),
-                Err(ZkError::SessionExpired) => Err(self.lost_error(LostReason::SessionExpired)),
-                Err(ZkError::ClientClosed | ZkError::AuthFailed) => Err(self.lost_error(LostReason::SessionClosed)),
-                Err(other) => Err(other.into()),
+        let Some(delete) = delete else { return Ok(()) };
+        match delete.await {
+            Ok(()) => {
+                self.trace.released(false);
+                Ok(())
+            }
+            Err(error) => match lost_by(&error) {
+                Some(reason) => {
+                    self.trace.lost(reason);
+                    Err(self.lost_error(reason))
+                }
+                None => Err(error.into()),
             },
-            None => Ok(()),
         }
     }
 
     /// Marks the hold released and sends the delete; the returned future waits for its reply.
     /// `None` if it was released before.
-    fn start_release(
-        &self,
-        dropped: bool,
-    ) -> Option<impl Future<Output = std::result::Result<(), ZkError>> + Send + 'static> {
+    fn start_release(&self) -> Option<impl Future<Output = std::result::Result<(), ZkError>> + Send + 'static> {
         if self.released.swap(true, Ordering::AcqRel) {
             return None;
-        }
-        if self.lost_reason().is_none() {
-            self.trace.released(dropped);
         }
         let mut holds = self.client.holds();
         if holds.get(&self.key).is_some_and(|entry| std::ptr::eq(entry.as_ptr(), self)) {
@@ -168,6 +166,16 @@ impl Hold {
         }
         drop(holds);
         Some(delete_with_retry(&self.session.zk, self.node_path.clone()))
+    }
+}
+
+/// The loss that a failed delete of a held node reveals, if it reveals one.
+fn lost_by(error: &ZkError) -> Option<LostReason> {
+    match error {
+        ZkError::NoNode => Some(LostReason::NodeDeleted),
+        ZkError::SessionExpired => Some(LostReason::SessionExpired),
+        ZkError::ClientClosed | ZkError::AuthFailed => Some(LostReason::SessionClosed),
+        _ => None,
     }
 }
 
@@ -191,10 +199,18 @@ impl Owner {
 impl Drop for Hold {
     fn drop(&mut self) {
         // The delete request is sent here, in order; its reply is awaited in the background.
-        if let Some(delete) = self.start_release(true) {
+        if let Some(delete) = self.start_release() {
             if self.lost_reason().is_none() {
+                let trace = self.trace.clone();
                 background::spawn(async move {
-                    let _ = delete.await;
+                    match delete.await {
+                        Ok(()) => trace.released(true),
+                        Err(error) => {
+                            if let Some(reason) = lost_by(&error) {
+                                trace.lost(reason);
+                            }
+                        }
+                    }
                 });
             }
         }

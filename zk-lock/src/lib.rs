@@ -110,8 +110,9 @@
 //! # Tracing
 //!
 //! The library reports to [`tracing`](https://docs.rs/tracing) under the target `zk_lock`
-//! (`RUST_LOG=zk_lock=debug` with `tracing-subscriber`'s `EnvFilter`). Without a subscriber this
-//! costs a few atomic loads per acquisition. Field names are stable:
+//! (`RUST_LOG=zk_lock=debug` with `tracing-subscriber`'s `EnvFilter`). Without a subscriber the
+//! spans and events cost a few atomic loads per acquisition (and a granted lock keeps one small
+//! allocation for the events it may report). Field names are stable:
 //!
 //! | span / event | level | fields |
 //! |---|---|---|
@@ -124,9 +125,12 @@
 //! | `lock revocation requested` | INFO | `recipe`, `path`, `node`, `held_ms` |
 //! | `found our node again after a lost create reply` | DEBUG | `parent`, `node` |
 //!
-//! The first four happen inside the `zk_lock.acquire` span, so they carry its fields; the last
-//! three happen wherever the guard is, and carry their own. A multi-lock has one
-//! `zk_lock.acquire` span per member.
+//! The first four happen inside the `zk_lock.acquire` span, so they carry its fields; the others
+//! happen wherever the guard is, and carry their own. A held lock ends with exactly one of
+//! `lock released` (once ZooKeeper confirmed the delete; in the background for a dropped guard)
+//! and `lock lost` (seen by the watch on its node, or revealed by the release's delete). A
+//! multi-lock has one `zk_lock.acquire` span per member; a semaphore's `acquire_many` records the
+//! node and token of its last lease on the span.
 
 mod background;
 mod client;

@@ -3,6 +3,8 @@
 //! revocation. Names and fields are part of the public contract (see the crate docs, "Tracing").
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use tracing::field::Empty;
@@ -56,31 +58,47 @@ pub(crate) fn granted(node: &str, fencing_token: i64) {
     span.record("fencing_token", fencing_token);
 }
 
-/// What the events of a held lock say about it.
+/// What the events of a held lock say about it; shared by the hold and the watch on its node,
+/// so that only the first of "released" and "lost" is reported.
 #[derive(Debug, Clone)]
-pub(crate) struct Held {
+pub(crate) struct Held(Arc<HeldLock>);
+
+#[derive(Debug)]
+struct HeldLock {
     recipe: &'static str,
     path: String,
     node: String,
     since: Instant,
+    ended: AtomicBool,
 }
 
 impl Held {
     /// A lock granted just now.
     pub(crate) fn new(recipe: &'static str, path: &str, node: &str) -> Self {
-        Self { recipe, path: path.to_owned(), node: node.to_owned(), since: Instant::now() }
+        let (path, node) = (path.to_owned(), node.to_owned());
+        Self(Arc::new(HeldLock { recipe, path, node, since: Instant::now(), ended: AtomicBool::new(false) }))
     }
 
-    /// The holder let the lock go (`dropped`: by dropping its guard rather than releasing it).
+    /// The holder let the lock go, and ZooKeeper confirmed the delete (`dropped`: by dropping
+    /// its guard rather than releasing it).
     pub(crate) fn released(&self, dropped: bool) {
-        let (recipe, path, node, held_ms) = self.fields();
-        tracing::debug!(target: TARGET, recipe, path, node, held_ms, dropped, "lock released");
+        if self.end() {
+            let (recipe, path, node, held_ms) = self.fields();
+            tracing::debug!(target: TARGET, recipe, path, node, held_ms, dropped, "lock released");
+        }
     }
 
-    /// The lock was lost while held.
+    /// The lock was lost while held (seen by the watch on its node, or by the release's delete).
     pub(crate) fn lost(&self, reason: LostReason) {
-        let (recipe, path, node, held_ms) = self.fields();
-        tracing::warn!(target: TARGET, recipe, path, node, held_ms, %reason, "lock lost");
+        if self.end() {
+            let (recipe, path, node, held_ms) = self.fields();
+            tracing::warn!(target: TARGET, recipe, path, node, held_ms, %reason, "lock lost");
+        }
+    }
+
+    /// Whether this is the first end reported.
+    fn end(&self) -> bool {
+        !self.0.ended.swap(true, Ordering::AcqRel)
     }
 
     /// Someone asked the holder to give the lock up.
@@ -90,7 +108,8 @@ impl Held {
     }
 
     fn fields(&self) -> (&'static str, &str, &str, f64) {
-        (self.recipe, &self.path, &self.node, millis(self.since))
+        let lock = &self.0;
+        (lock.recipe, &lock.path, &lock.node, millis(lock.since))
     }
 }
 
