@@ -179,7 +179,9 @@ pub async fn participants(path: &str) -> Result<Vec<Participant>> {
 /// semaphore's internal mutex (`P/locks`) ever waits with a lease node: Curator creates the lease
 /// while holding that mutex, waits until the count allows it, then lets the mutex go. So a lease
 /// of that request's session and holder, created after the request, is reported as a waiter;
-/// every other lease as a holder.
+/// every other lease as a holder. The holder is told apart by the node data (zk-lock's names the
+/// task): when several holders of one session write the same data (`with_data`, or code outside
+/// any task), a lease granted to another of them after the request queued is shown as waiting too.
 ///
 /// A missing `path` has no participants: the result is empty, not an error. Nodes that vanish
 /// between the listing and the read of their data are left out. Other ephemeral nodes ending in a
