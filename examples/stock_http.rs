@@ -23,7 +23,6 @@ mod embedded;
 #[path = "stock/processes.rs"]
 mod processes;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -123,33 +123,58 @@ async fn serve(service: Service) -> Result<(), Box<dyn std::error::Error>> {
     }
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     println!("listening {}", listener.local_addr()?);
-    let app = Router::new().route("/stock/reduce", get(reduce)).with_state(service);
+    let reduce = if service.locked { get(reduce_locked) } else { get(reduce_unlocked) };
+    let app = Router::new().route("/stock/reduce", reduce).with_state(service);
     axum::serve(listener, app).with_graceful_shutdown(async { drop(processes::parent_says().await) }).await?;
     Ok(())
 }
 
-/// `GET /stock/reduce?id=<id>`, the seed's controller: answers `sold`, `sold-out`, `fenced`
-/// (409), or the error (500).
-async fn reduce(State(service): State<Service>, Query(query): Query<HashMap<String, String>>) -> (StatusCode, String) {
-    let Some(id) = query.get("id").and_then(|id| id.parse().ok()) else {
-        return (StatusCode::BAD_REQUEST, "`id` must be a product number, e.g. /stock/reduce?id=1".to_owned());
-    };
-    let sold = match service.locked {
-        true => reduce_stock(&service.store, id, service.delay).await,
-        false => service.store.sell_one(id, service.delay, None).await,
-    };
-    match sold {
-        Ok(Outcome::Fenced) => (StatusCode::CONFLICT, Outcome::Fenced.word().to_owned()),
-        Ok(outcome) => (StatusCode::OK, outcome.word().to_owned()),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("error: {e}")),
+/// The query of `/stock/reduce?id=<id>`; axum answers 400 to a request without a numeric `id`.
+#[derive(serde::Deserialize)]
+struct Product {
+    id: u32,
+}
+
+/// `GET /stock/reduce?id=<id>`, the seed's controller, under the product's lock in every
+/// instance: the `<id>` of the path is bound by the `Query` pattern. The fencing token goes with
+/// the write, so the database refuses a holder that lost the lock without noticing.
+#[zk_lock(path = "/product_<id>", guard = lock)]
+async fn reduce_locked(
+    State(service): State<Service>,
+    Query(Product { id }): Query<Product>,
+) -> Result<Answer, Answer> {
+    Ok(service.store.sell_one(id, service.delay, Some(lock.fencing_token())).await.into())
+}
+
+/// The same controller without the lock (`--no-lock`).
+async fn reduce_unlocked(State(service): State<Service>, Query(Product { id }): Query<Product>) -> Answer {
+    service.store.sell_one(id, service.delay, None).await.into()
+}
+
+/// What the service answers: `sold`, `sold-out`, `fenced` (409), or the error (500).
+struct Answer(StatusCode, String);
+
+impl From<Result<Outcome, db::Error>> for Answer {
+    fn from(sold: Result<Outcome, db::Error>) -> Self {
+        match sold {
+            Ok(Outcome::Fenced) => Answer(StatusCode::CONFLICT, Outcome::Fenced.word().to_owned()),
+            Ok(outcome) => Answer(StatusCode::OK, outcome.word().to_owned()),
+            Err(e) => Answer(StatusCode::INTERNAL_SERVER_ERROR, format!("error: {e}")),
+        }
     }
 }
 
-/// The service's purchase under the product's lock, in every instance; the fencing token goes
-/// with the write, so the database refuses a holder that lost the lock without noticing.
-#[zk_lock(path = "/product_<id>", guard = lock)]
-async fn reduce_stock(store: &Store, id: u32, delay: Duration) -> Result<Outcome, db::Error> {
-    store.sell_one(id, delay, Some(lock.fencing_token())).await
+/// The lock could not be taken or was lost: the purchase did not happen.
+impl From<zk_lock::Error> for Answer {
+    fn from(e: zk_lock::Error) -> Self {
+        Answer(StatusCode::INTERNAL_SERVER_ERROR, format!("error: {e}"))
+    }
+}
+
+impl IntoResponse for Answer {
+    fn into_response(self) -> Response {
+        (self.0, self.1).into_response()
+    }
 }
 
 // --- the load generator ------------------------------------------------------------------------
