@@ -514,7 +514,7 @@ impl Worker {
         let manual = manual.lock_timeout(ACQUIRE_TIMEOUT).await.expect("lock `manual`");
         let lost = manual.lost();
         let proc = id.clone();
-        tokio::spawn(async move {
+        let manual_lost = tokio::spawn(async move {
             let reason = lost.await;
             emit(Line::new("event").with("proc", proc).with("name", "manual-lost").with("msg", reason));
         });
@@ -545,6 +545,9 @@ impl Worker {
         };
         emit(Line::from(&LateWrite { proc: id.clone(), path, token, at: now_ns(), write: late }));
         emit(Line::new("event").with("proc", id).with("name", "manual-held").with("held", manual.is_held()));
+        // Its loss is known by now: let the task report it before this worker reports its end
+        // (and may be told to exit). If `lost()` never resolves, the parent's check fails.
+        let _ = tokio::time::timeout(ACQUIRE_TIMEOUT, manual_lost).await;
         let released = manual.release().await;
         emit(Line::new("event").with("proc", id).with("name", "manual-released").with("msg", format!("{released:?}")));
     }
