@@ -123,38 +123,10 @@ async fn attempt(
     own_watch: &mut Option<EarlyWatch>,
     wait: Wait,
 ) -> std::result::Result<(String, i64), Failed> {
-    let (name, token, mut children) = join_queue(zk, spec, acls, pending).await?;
-    let mut joining = true;
-    loop {
-        // Only the nodes ahead are kept while we wait, not the whole listing.
-        let blockers = {
-            let nodes = sorted_nodes(children, spec.rules.names);
-            let Some(ours) = nodes.iter().position(|node| node.name == name) else {
-                return Err(Failed::NodeVanished);
-            };
-            let blockers = (spec.rules.blockers)(&nodes, ours);
-            if std::mem::take(&mut joining) {
-                trace::joined_queue(&name, ours, blockers.len());
-            }
-            blockers
-        };
-        if blockers.is_empty() {
-            return Ok((granted(spec, &name), token));
-        }
-        if let Wait::Once = wait {
-            return Err(Failed::Busy);
-        }
-        if own_watch.is_none() {
-            // Sent now, with the watch on the node ahead, rather than after the hand-off.
-            *own_watch = Some(EarlyWatch::send(zk, format!("{}/{name}", spec.path)));
-        }
-        let recheck = spec.rules.recheck_after.is_some_and(|kind| blockers.iter().any(|b| b.contains(kind)));
-        wait_until_gone(zk, spec.path, blockers).await?;
-        if !recheck {
-            return Ok((granted(spec, &name), token));
-        }
-        children = list_children(zk, spec.path).await?;
-    }
+    let (name, token, children) = join_queue(zk, spec, acls, pending).await?;
+    let waiting = Waiting { wait, trace_entry: true, own_watch: Some(own_watch) };
+    let node_path = wait_in_queue(zk, spec, &name, children, waiting).await?.ok_or(Failed::NodeVanished)?;
+    Ok((node_path, token))
 }
 
 /// The path of our node `name`, now granted; an exclusive grant is remembered for the waiters
@@ -314,31 +286,57 @@ pub(super) async fn wait_for_grant(
     name: &str,
     children: Vec<String>,
 ) -> Result<bool> {
-    wait_in_queue(zk, spec, name, children).await.map_err(|failed| match failed {
-        Failed::Error(error) => error,
-        Failed::Busy | Failed::NodeVanished | Failed::SessionGone => ZkError::SessionExpired.into(),
-    })
+    let waiting = Waiting { wait: Wait::Forever, trace_entry: false, own_watch: None };
+    match wait_in_queue(zk, spec, name, children, waiting).await {
+        Ok(granted) => Ok(granted.is_some()),
+        Err(Failed::Error(error)) => Err(error),
+        Err(Failed::Busy | Failed::NodeVanished | Failed::SessionGone) => Err(ZkError::SessionExpired.into()),
+    }
 }
 
+/// What a node waiting in the queue does besides waiting.
+struct Waiting<'a> {
+    wait: Wait,
+    /// Report the node's place in the queue when it is first seen.
+    trace_entry: bool,
+    /// Where to keep the watch on our own node, sent once we have to wait; `None`: not wanted.
+    own_watch: Option<&'a mut Option<EarlyWatch>>,
+}
+
+/// Waits until the node `name` holds the lock by the recipe's rule. `children` is a listing made
+/// after the node was created. Returns the granted node's path, or `None` if the node vanished.
 async fn wait_in_queue(
     zk: &ZkClient,
     spec: &LockSpec<'_>,
     name: &str,
     mut children: Vec<String>,
-) -> std::result::Result<bool, Failed> {
+    mut waiting: Waiting<'_>,
+) -> std::result::Result<Option<String>, Failed> {
     loop {
-        let nodes = sorted_nodes(children, spec.rules.names);
-        let Some(ours) = nodes.iter().position(|node| node.name == name) else { return Ok(false) };
-        let blockers = (spec.rules.blockers)(&nodes, ours);
+        // Only the nodes ahead are kept while we wait, not the whole listing.
+        let blockers = {
+            let nodes = sorted_nodes(children, spec.rules.names);
+            let Some(ours) = nodes.iter().position(|node| node.name == name) else { return Ok(None) };
+            let blockers = (spec.rules.blockers)(&nodes, ours);
+            if std::mem::take(&mut waiting.trace_entry) {
+                trace::joined_queue(name, ours, blockers.len());
+            }
+            blockers
+        };
         if blockers.is_empty() {
-            granted(spec, name);
-            return Ok(true);
+            return Ok(Some(granted(spec, name)));
+        }
+        if let Wait::Once = waiting.wait {
+            return Err(Failed::Busy);
+        }
+        if let Some(own_watch) = waiting.own_watch.as_deref_mut().filter(|watch| watch.is_none()) {
+            // Sent now, with the watch on the node ahead, rather than after the hand-off.
+            *own_watch = Some(EarlyWatch::send(zk, format!("{}/{name}", spec.path)));
         }
         let recheck = spec.rules.recheck_after.is_some_and(|kind| blockers.iter().any(|b| b.contains(kind)));
         wait_until_gone(zk, spec.path, blockers).await?;
         if !recheck {
-            granted(spec, name);
-            return Ok(true);
+            return Ok(Some(granted(spec, name)));
         }
         children = list_children(zk, spec.path).await?;
     }
