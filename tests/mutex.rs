@@ -3,10 +3,10 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use support::exclusion::GuardedCounter;
 use support::zk::{children, client_with_session_timeout, new_client, server, wait_for_children, Rng};
 use zk_lock::{Error, LostReason, Mutex};
 
@@ -18,23 +18,16 @@ async fn four_sessions_of_eight_tasks_never_overlap() {
     const TASKS: usize = 8;
     const ROUNDS: u64 = 50;
     let path = format!("{PATH}/exclusion");
-    let counter = Arc::new(AtomicU64::new(0));
-    let holders = Arc::new(AtomicUsize::new(0));
+    let counter = GuardedCounter::default();
     let mut tasks = Vec::new();
     for _ in 0..SESSIONS {
         let client = new_client().await;
         for _ in 0..TASKS {
-            let (mutex, counter, holders) = (Mutex::with_client(&client, &path), counter.clone(), holders.clone());
+            let (mutex, counter) = (Mutex::with_client(&client, &path), counter.clone());
             tasks.push(tokio::spawn(async move {
                 for _ in 0..ROUNDS {
                     let guard = mutex.lock().await.expect("lock");
-                    assert_eq!(holders.fetch_add(1, Ordering::SeqCst), 0, "two holders at once");
-                    // Read, yield to let any other holder run, then write: a lost update
-                    // would show in the final count.
-                    let seen = counter.load(Ordering::SeqCst);
-                    tokio::task::yield_now().await;
-                    counter.store(seen + 1, Ordering::SeqCst);
-                    holders.fetch_sub(1, Ordering::SeqCst);
+                    counter.increment().await;
                     guard.release().await.expect("release");
                 }
             }));
@@ -43,7 +36,7 @@ async fn four_sessions_of_eight_tasks_never_overlap() {
     for task in tasks {
         task.await.expect("task panicked");
     }
-    assert_eq!(counter.load(Ordering::SeqCst), SESSIONS as u64 * TASKS as u64 * ROUNDS);
+    assert_eq!(counter.count(), SESSIONS as u64 * TASKS as u64 * ROUNDS);
     let client = new_client().await;
     wait_for_children(&client, &path, |c| c.is_empty()).await;
 }

@@ -3,10 +3,9 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
+use support::exclusion::GuardedCounter;
 use support::zk::{children, new_client, wait_for_children, PATIENCE};
 use zk_lock::{Error, SemaphoreMutex};
 
@@ -18,22 +17,16 @@ async fn four_sessions_of_eight_tasks_never_overlap() {
     const TASKS: usize = 8;
     const ROUNDS: u64 = 15;
     let path = format!("{PATH}/exclusion");
-    let counter = Arc::new(AtomicU64::new(0));
-    let holders = Arc::new(AtomicUsize::new(0));
+    let counter = GuardedCounter::default();
     let mut tasks = Vec::new();
     for _ in 0..SESSIONS {
         let client = new_client().await;
         for _ in 0..TASKS {
-            let (lock, counter, holders) =
-                (SemaphoreMutex::with_client(&client, &path), counter.clone(), holders.clone());
+            let (lock, counter) = (SemaphoreMutex::with_client(&client, &path), counter.clone());
             tasks.push(tokio::spawn(async move {
                 for _ in 0..ROUNDS {
                     let guard = lock.lock().await.expect("lock");
-                    assert_eq!(holders.fetch_add(1, Ordering::SeqCst), 0, "two holders at once");
-                    let seen = counter.load(Ordering::SeqCst);
-                    tokio::task::yield_now().await;
-                    counter.store(seen + 1, Ordering::SeqCst);
-                    holders.fetch_sub(1, Ordering::SeqCst);
+                    counter.increment().await;
                     guard.release().await.expect("release");
                 }
             }));
@@ -42,7 +35,7 @@ async fn four_sessions_of_eight_tasks_never_overlap() {
     for task in tasks {
         task.await.expect("task panicked");
     }
-    assert_eq!(counter.load(Ordering::SeqCst), SESSIONS as u64 * TASKS as u64 * ROUNDS);
+    assert_eq!(counter.count(), SESSIONS as u64 * TASKS as u64 * ROUNDS);
     let client = new_client().await;
     wait_for_children(&client, &format!("{path}/leases"), |c| c.is_empty()).await;
     wait_for_children(&client, &format!("{path}/locks"), |c| c.is_empty()).await;

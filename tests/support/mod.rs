@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod examples;
+pub mod exclusion;
 pub mod java_peer;
 pub mod kazoo;
 pub mod zk;
