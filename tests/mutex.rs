@@ -211,6 +211,88 @@ async fn deleting_the_node_loses_the_lock() {
     assert!(matches!(guard.release().await, Err(Error::Lost { reason: LostReason::NodeDeleted, .. })));
 }
 
+/// A waiter behind a node of its own process is told of that node's end by its owner, not by a
+/// watch of its own; these cover each way the owner learns it, and the one where it cannot tell.
+mod waiters_behind_a_node_of_this_process {
+    use super::*;
+
+    /// Starts a waiter for `path` on a session of its own and returns once its node is queued
+    /// (`queued` nodes in all).
+    async fn queue_waiter(path: &str, timeout: Duration, queued: usize) -> tokio::task::JoinHandle<Result<i64, Error>> {
+        let client = new_client().await;
+        let mutex = Mutex::with_client(&client, path);
+        let waiter = tokio::spawn(async move {
+            let guard = mutex.lock_timeout(timeout).await?;
+            let token = guard.fencing_token();
+            guard.release().await?;
+            Ok(token)
+        });
+        wait_for_children(&client, path, |c| c.len() == queued).await;
+        waiter
+    }
+
+    #[tokio::test]
+    async fn go_on_when_its_holder_releases() {
+        let path = format!("{PATH}/local-release");
+        let holder = Mutex::with_client(&new_client().await, &path).lock().await.unwrap();
+        let waiter = queue_waiter(&path, Duration::from_secs(30), 2).await;
+        holder.release().await.unwrap();
+        waiter.await.unwrap().expect("granted after the release");
+    }
+
+    #[tokio::test]
+    async fn go_on_when_someone_else_deletes_the_node_ahead() {
+        let path = format!("{PATH}/local-deleted");
+        let client = new_client().await;
+        let holder = Mutex::with_client(&client, &path).lock().await.unwrap();
+        let waiter = queue_waiter(&path, Duration::from_secs(30), 2).await;
+        client.zookeeper().delete(holder.node_path(), None).await.unwrap();
+        let token = waiter.await.unwrap().expect("granted once the node ahead was deleted");
+        assert!(token > holder.fencing_token());
+        // The holder's guard is still alive: the waiter did not wait for it to be dropped.
+        assert!(matches!(holder.release().await, Err(Error::Lost { reason: LostReason::NodeDeleted, .. })));
+    }
+
+    #[tokio::test]
+    async fn go_on_when_the_holders_session_expires_while_its_guard_is_kept() {
+        let path = format!("{PATH}/local-expired");
+        let holder_client = client_with_session_timeout(Duration::from_secs(4)).await;
+        let holder = Mutex::with_client(&holder_client, &path).lock().await.unwrap();
+        let waiter = queue_waiter(&path, Duration::from_secs(30), 2).await;
+        server().expire_session(&holder_client.zookeeper()).await.expect("expire");
+        // The owner cannot tell whether its node is gone; the waiter asks the server.
+        waiter.await.unwrap().expect("granted after the holder's session expired");
+        assert!(!holder.is_held());
+    }
+
+    #[tokio::test]
+    async fn behind_a_waiter_that_timed_out_wait_for_the_holder() {
+        let path = format!("{PATH}/local-gave-up");
+        let client = new_client().await;
+        let holder = Mutex::with_client(&client, &path).lock().await.unwrap();
+        let holder_token = holder.fencing_token();
+        let impatient = queue_waiter(&path, Duration::from_millis(300), 2).await;
+        let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let patient = {
+            let mutex = Mutex::with_client(&new_client().await, &path);
+            let released = released.clone();
+            tokio::spawn(async move {
+                let guard = mutex.lock_timeout(Duration::from_secs(30)).await.unwrap();
+                assert!(released.load(std::sync::atomic::Ordering::SeqCst), "granted while the holder held the lock");
+                guard.fencing_token()
+            })
+        };
+        wait_for_children(&client, &path, |c| c.len() == 3).await;
+        assert!(matches!(impatient.await.unwrap(), Err(Error::Timeout { .. })));
+        // The node the patient waiter watched is gone, but it was never granted: the holder is
+        // still ahead.
+        wait_for_children(&client, &path, |c| c.len() == 2).await;
+        released.store(true, std::sync::atomic::Ordering::SeqCst);
+        holder.release().await.expect("still held when released");
+        assert!(patient.await.unwrap() > holder_token);
+    }
+}
+
 #[tokio::test]
 async fn invalid_paths_are_refused_before_any_request() {
     let client = new_client().await;

@@ -6,11 +6,26 @@ use zk_lock::testing::TestingServer;
 use zk_lock::{Client, Mutex, Semaphore, SemaphoreMutex};
 
 fn packets_received(server: &TestingServer) -> u64 {
-    let mntr = server.four_letter("mntr").expect("mntr");
-    mntr.lines()
-        .find_map(|line| line.strip_prefix("zk_packets_received\t"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no zk_packets_received in mntr output:\n{mntr}"))
+    Counters::read(server).packets
+}
+
+/// The server's counters; each reading is itself one packet.
+struct Counters {
+    packets: u64,
+    watches: u64,
+}
+
+impl Counters {
+    fn read(server: &TestingServer) -> Self {
+        let mntr = server.four_letter("mntr").expect("mntr");
+        let value = |key: &str| -> u64 {
+            mntr.lines()
+                .find_map(|line| line.strip_prefix(key)?.strip_prefix('\t'))
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or_else(|| panic!("no {key} in mntr output:\n{mntr}"))
+        };
+        Self { packets: value("zk_packets_received"), watches: value("zk_watch_count") }
+    }
 }
 
 /// Two writes (create, delete) and two reads (the listing sent with the create, and the watch on
@@ -85,7 +100,9 @@ async fn an_uncontended_cycle_sends_six_requests() {
 
 /// A queue that drains inside one process costs one request per hand-off, the delete: each
 /// waiter set the watch on its own node while it waited, and knows, when the node ahead of it
-/// goes, that it was granted in this process and so had nothing ahead of it any more.
+/// goes, that it was granted in this process and so had nothing ahead of it any more. Joining
+/// the queue costs three: the node ahead belongs to this process, whose owner tells the waiter
+/// when it is deleted, so the waiter sets no watch on it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_drained_in_one_process_costs_one_request_per_hand_off() {
     const WAITERS: u64 = 20;
@@ -94,20 +111,31 @@ async fn a_queue_drained_in_one_process_costs_one_request_per_hand_off() {
     let clients = [connect().await.unwrap(), connect().await.unwrap()];
     let path = "/requests/drain";
     let holder = Mutex::with_client(&clients[0], path).lock().await.unwrap();
-    let queued_before = packets_received(&server);
+    let queued_before = Counters::read(&server);
 
     let mut waiters = Vec::new();
     for i in 0..WAITERS {
         let mutex = Mutex::with_client(&clients[i as usize % 2], path);
         waiters.push(tokio::spawn(async move { mutex.lock().await.unwrap().release().await.unwrap() }));
     }
-    // A waiter has queued once the server got its four requests: the create and the listing,
-    // then the watches on the node ahead of it and on its own node.
+    // A waiter has queued once the server got its create, its listing and the watch on its own
+    // node: one watch more per waiter.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while packets_received(&server) < queued_before + 4 * WAITERS {
+    let mut readings = 0;
+    let queued = loop {
+        let now = Counters::read(&server);
+        readings += 1;
+        if now.packets >= queued_before.packets + readings + 3 * WAITERS
+            && now.watches >= queued_before.watches + WAITERS
+        {
+            break now;
+        }
         assert!(tokio::time::Instant::now() < deadline, "the waiters did not all queue");
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    };
+    let joined = queued.packets - queued_before.packets - readings;
+    // A ping may fall in the window.
+    assert!(joined <= 3 * WAITERS + 2, "{joined} requests for {WAITERS} waiters to join the queue");
 
     let before = packets_received(&server);
     holder.release().await.unwrap();
@@ -119,4 +147,45 @@ async fn a_queue_drained_in_one_process_costs_one_request_per_hand_off() {
     eprintln!("{sent} requests for {WAITERS} hand-offs: {per_hand_off:.2} per hand-off");
     // The holder's delete and one delete per waiter; a ping may fall in the window.
     assert!(sent <= WAITERS + 2, "{sent} requests for {WAITERS} hand-offs");
+}
+
+/// Sessions of one process taking turns on one path: every grant costs what an uncontended
+/// cycle does (create, listing, own-node watch, delete). The node each waiter waits behind
+/// belongs to this process, so no watch is set on it, and it was granted here, so nothing ahead
+/// of it needs checking once it goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contending_sessions_of_one_process_send_four_requests_per_grant() {
+    const SESSIONS: usize = 4;
+    const GRANTS_EACH: usize = 25;
+    let server = TestingServer::start().expect("start server");
+    let mut clients = Vec::new();
+    for _ in 0..SESSIONS {
+        clients.push(
+            Client::builder(server.connect_string()).session_timeout(Duration::from_secs(60)).connect().await.unwrap(),
+        );
+    }
+    let path = "/requests/contended";
+    // The parent exists before counting starts.
+    Mutex::with_client(&clients[0], path).lock().await.unwrap().release().await.unwrap();
+
+    let before = packets_received(&server);
+    let start = std::sync::Arc::new(tokio::sync::Barrier::new(SESSIONS));
+    let mut contenders = Vec::new();
+    for client in &clients {
+        let mutex = Mutex::with_client(client, path);
+        let start = start.clone();
+        contenders.push(tokio::spawn(async move {
+            start.wait().await;
+            for _ in 0..GRANTS_EACH {
+                mutex.lock().await.unwrap().release().await.unwrap();
+            }
+        }));
+    }
+    for contender in contenders {
+        contender.await.unwrap();
+    }
+    let grants = (SESSIONS * GRANTS_EACH) as f64;
+    let per_grant = (packets_received(&server) - before) as f64 / grants;
+    eprintln!("{per_grant:.2} requests per grant");
+    assert!((4.0..4.1).contains(&per_grant), "{per_grant:.2} requests per grant");
 }

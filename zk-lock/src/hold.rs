@@ -9,7 +9,7 @@ use zookeeper_client::Error as ZkError;
 
 use crate::background;
 use crate::client::Client;
-use crate::engine::{delete_with_retry, Granted};
+use crate::engine::{delete_with_retry, Granted, LocalNode};
 use crate::error::{Error, LostReason, Result};
 use crate::node_watch::{watch_own_node, NodeState};
 use crate::session::Session;
@@ -32,6 +32,8 @@ pub(crate) struct Hold {
     state: watch::Receiver<NodeState>,
     /// Set before our own delete is sent, so the node watch takes that delete for a release.
     released: Arc<AtomicBool>,
+    /// Tells the waiters of this process behind our node when it is deleted.
+    local: Option<Arc<LocalNode>>,
 }
 
 impl Hold {
@@ -46,6 +48,7 @@ impl Hold {
             released.clone(),
             &trace,
             granted.own_watch,
+            granted.local.clone(),
         );
         let hold = Arc::new(Self {
             client: client.clone(),
@@ -58,6 +61,7 @@ impl Hold {
             trace,
             state,
             released,
+            local: granted.local,
         });
         client.holds().insert(hold.key.clone(), Arc::downgrade(&hold));
         hold
@@ -139,7 +143,9 @@ impl Hold {
             return Err(self.lost_error(reason));
         }
         let Some(delete) = delete else { return Ok(()) };
-        match delete.await {
+        let deleted = delete.await;
+        tell_waiters(self.local.as_deref(), &deleted);
+        match deleted {
             Ok(()) => {
                 self.trace.released(false);
                 Ok(())
@@ -166,6 +172,14 @@ impl Hold {
         }
         drop(holds);
         Some(delete_with_retry(&self.session.zk, self.node_path.clone()))
+    }
+}
+
+/// Tells the waiters of this process behind our node that it is gone, when the reply to our
+/// delete says so (`NoNode`: someone deleted it before us).
+fn tell_waiters(local: Option<&LocalNode>, deleted: &std::result::Result<(), ZkError>) {
+    if let (Some(local), Ok(()) | Err(ZkError::NoNode)) = (local, deleted) {
+        local.deleted();
     }
 }
 
@@ -202,8 +216,11 @@ impl Drop for Hold {
         if let Some(delete) = self.start_release() {
             if self.lost_reason().is_none() {
                 let trace = self.trace.clone();
+                let local = self.local.clone();
                 background::spawn(async move {
-                    match delete.await {
+                    let deleted = delete.await;
+                    tell_waiters(local.as_deref(), &deleted);
+                    match deleted {
                         Ok(()) => trace.released(true),
                         Err(error) => {
                             if let Some(reason) = lost_by(&error) {

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use zookeeper_client::{Client as ZkClient, Error as ZkError, EventType, OneshotWatcher, Stat};
 
 use crate::background;
-use crate::engine::Reconnects;
+use crate::engine::{LocalNode, Reconnects};
 use crate::error::LostReason;
 use crate::session::Session;
 use crate::trace;
@@ -37,13 +37,14 @@ pub(crate) fn watch_own_node(
     released: Arc<AtomicBool>,
     trace: &trace::Held,
     early: Option<EarlyWatch>,
+    local: Option<Arc<LocalNode>>,
 ) -> watch::Receiver<NodeState> {
     let (report, state) = watch::channel(NodeState::default());
     let first_watch = match early.and_then(EarlyWatch::take) {
         Some(reply) => reply,
         None => Box::pin(send_watch_now(session.zk.clone(), node_path.to_owned())),
     };
-    let node = Followed { node_path: node_path.to_owned(), losses_seen, released, trace: trace.clone() };
+    let node = Followed { node_path: node_path.to_owned(), losses_seen, released, trace: trace.clone(), local };
     background::spawn(follow(session.clone(), first_watch, node, report));
     state
 }
@@ -55,6 +56,8 @@ struct Followed {
     /// Set before the holder's own delete is sent.
     released: Arc<AtomicBool>,
     trace: trace::Held,
+    /// Told what this watch learns of the node, for the waiters of this process behind it.
+    local: Option<Arc<LocalNode>>,
 }
 
 /// Reports revocation requests and the first loss: the session's, or the deletion of our node.
@@ -68,6 +71,13 @@ async fn follow(
         reason = session.lost_after(node.losses_seen) => reason,
         reason = node_deleted(&session.zk, &node, first_watch, &report) => reason,
     };
+    if let Some(local) = &node.local {
+        match reason {
+            LostReason::NodeDeleted => local.deleted(),
+            // The node may outlive a connection given up for lost.
+            _ => local.unknown(),
+        }
+    }
     // The watch runs until our own delete fires it: ending it earlier would cost a request to
     // remove the watch from the server.
     if !node.released.load(Ordering::Acquire) {

@@ -204,7 +204,7 @@ impl RwLock {
         let token =
             create_downgrade_node(&session.zk, &node_path, &self.target.node_data(), client.node_acls()).await?;
         cleanup.zk = None;
-        let granted = Granted { session, node_path, token, losses_seen, own_watch: None };
+        let granted = Granted { session, node_path, token, losses_seen, own_watch: None, local: None };
         Ok(Hold::new(client, READ_KIND, self.target.key(READ_KIND), &self.target.path, granted))
     }
 }

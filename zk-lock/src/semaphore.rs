@@ -271,8 +271,14 @@ impl Semaphore {
                 .map(|(node_path, token)| {
                     let key = key(&node_path);
                     let session = granted.session.clone();
-                    let lease =
-                        Granted { session, node_path, token, losses_seen: granted.losses_seen, own_watch: None };
+                    let lease = Granted {
+                        session,
+                        node_path,
+                        token,
+                        losses_seen: granted.losses_seen,
+                        own_watch: None,
+                        local: None,
+                    };
                     Hold::new(client, recipe, key, path, lease)
                 })
                 .collect();

@@ -3,11 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::time::Instant;
 use zookeeper_client::{Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType, MultiReadResult};
 
 use super::failed::Failed;
 use super::handoff;
+use super::local_nodes::{self, Fate, LocalNode};
 use super::node_name::{new_protected_prefix, sorted_nodes, QueueRules};
 use super::parents::create_containers;
 use super::pending::{find_protected, PendingNode};
@@ -62,6 +64,8 @@ pub(crate) struct Granted {
     pub losses_seen: u64,
     /// The watch on our node set while we waited, if we did.
     pub own_watch: Option<EarlyWatch>,
+    /// How the waiters of this process behind our node learn of its deletion, if they can.
+    pub local: Option<Arc<LocalNode>>,
 }
 
 /// Takes a place in the queue at `spec.path` and waits until the recipe's rule grants it.
@@ -72,7 +76,7 @@ pub(crate) async fn acquire(client: &Client, spec: &LockSpec<'_>, wait: Wait) ->
     loop {
         let session = client.session().await?;
         let losses_seen = session.health().losses;
-        let mut pending = PendingNode::new(session.clone(), spec.path, new_protected_prefix());
+        let mut pending = PendingNode::in_queue(session.clone(), spec.path, new_protected_prefix());
         let mut own_watch = None;
         let attempt = attempt(&session.zk, spec, client.node_acls(), &mut pending, &mut own_watch, wait);
         let outcome = match wait {
@@ -81,8 +85,8 @@ pub(crate) async fn acquire(client: &Client, spec: &LockSpec<'_>, wait: Wait) ->
         };
         let failed = match outcome {
             Some(Ok((node_path, token))) => {
-                pending.forget();
-                return Ok(Granted { session, node_path, token, losses_seen, own_watch });
+                let local = pending.grant();
+                return Ok(Granted { session, node_path, token, losses_seen, own_watch, local });
             }
             Some(Err(failed)) => failed,
             None => {
@@ -201,29 +205,9 @@ pub(super) async fn list_children(zk: &ZkClient, path: &str) -> std::result::Res
 /// Waits until every node in `blockers` (ascending queue order) is gone, watching only the
 /// nearest one. New nodes always queue behind us, so the set only shrinks: no re-listing.
 async fn wait_until_gone(zk: &ZkClient, parent: &str, mut blockers: Vec<String>) -> std::result::Result<(), Failed> {
-    let mut reconnects = Reconnects::new(zk);
     while let Some(nearest) = blockers.last() {
         let nearest_path = format!("{parent}/{nearest}");
-        // `get_data` rather than `exists`: a watch on a missing node would never fire or go away.
-        match zk.get_and_watch_data(&nearest_path).await {
-            Ok((_, stat, _)) if stat.ephemeral_owner == 0 => {
-                return Err(Failed::Error(not_a_lock_node(parent, nearest)))
-            }
-            Ok((_, _, watcher)) => {
-                let event = watcher.changed().await;
-                match event.event_type {
-                    EventType::NodeDeleted => {}
-                    EventType::Session if event.session_state.is_terminated() => return Err(Failed::SessionGone),
-                    // Data changed, or a reconnect: watch again.
-                    _ => continue,
-                }
-            }
-            Err(ZkError::NoNode) => {}
-            Err(error) => {
-                reconnects.wait(error).await?;
-                continue;
-            }
-        }
+        until_deleted(zk, parent, nearest, &nearest_path).await?;
         blockers.pop();
         if handoff::was_granted_exclusively(&nearest_path) {
             // Every node ahead of it was gone when it was granted.
@@ -233,6 +217,53 @@ async fn wait_until_gone(zk: &ZkClient, parent: &str, mut blockers: Vec<String>)
         }
     }
     Ok(())
+}
+
+/// Waits until the node `name` at `path` is deleted: told by its owner when it is a node of
+/// this process, otherwise (or when the owner cannot tell) by a watch on the server.
+async fn until_deleted(zk: &ZkClient, parent: &str, name: &str, path: &str) -> std::result::Result<(), Failed> {
+    let mut reconnects = Reconnects::new(zk);
+    loop {
+        if let Some(fate) = local_nodes::follow(parent, name) {
+            if deleted_locally(zk, fate).await? {
+                return Ok(());
+            }
+        }
+        // `get_data` rather than `exists`: a watch on a missing node would never fire or go away.
+        match zk.get_and_watch_data(path).await {
+            Ok((_, stat, _)) if stat.ephemeral_owner == 0 => return Err(Failed::Error(not_a_lock_node(parent, name))),
+            Ok((_, _, watcher)) => {
+                let event = watcher.changed().await;
+                match event.event_type {
+                    EventType::NodeDeleted => return Ok(()),
+                    EventType::Session if event.session_state.is_terminated() => return Err(Failed::SessionGone),
+                    // Data changed, or a reconnect: watch again.
+                    _ => {}
+                }
+            }
+            Err(ZkError::NoNode) => return Ok(()),
+            Err(error) => reconnects.wait(error).await?,
+        }
+    }
+}
+
+/// Waits until the owner of a node of this process settles its fate: `true` if ZooKeeper
+/// confirmed the deletion, `false` if the owner cannot tell. Our own session ending first is
+/// `SessionGone`, as the watch on the server would have said.
+async fn deleted_locally(zk: &ZkClient, mut fate: watch::Receiver<Fate>) -> std::result::Result<bool, Failed> {
+    let settled = async move { fate.wait_for(|fate| *fate != Fate::Present).await.map(|fate| *fate) };
+    tokio::select! {
+        settled = settled => Ok(matches!(settled, Ok(Fate::Deleted))),
+        () = session_terminated(zk) => Err(Failed::SessionGone),
+    }
+}
+
+async fn session_terminated(zk: &ZkClient) {
+    let mut states = zk.state_watcher();
+    let mut state = states.state();
+    while !state.is_terminated() {
+        state = states.changed().await;
+    }
 }
 
 /// A node named like a lock node but not ephemeral: no session ends it, so waiting for it would

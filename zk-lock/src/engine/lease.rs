@@ -34,7 +34,7 @@ use super::failed::Failed;
 use super::node_name::{new_protected_prefix, sorted_nodes, MUTEX};
 use super::parents::create_containers;
 use super::pending::{find_protected, PendingNode};
-use super::retry::{delete_with_retry, until_connected, Reconnects};
+use super::retry::{until_connected, Reconnects};
 use crate::background;
 use crate::client::Client;
 use crate::error::{Error, Result};
@@ -108,9 +108,15 @@ struct OwnNode {
 }
 
 impl OwnNode {
-    fn new(session: &Arc<Session>, parent: &str, kind: &'static str) -> Self {
+    /// Our node in the queue of the internal mutex, which waiters of this process may follow.
+    fn lock(session: &Arc<Session>, parent: &str) -> Self {
+        let pending = PendingNode::in_queue(session.clone(), parent, new_protected_prefix());
+        Self { pending, parent: parent.to_owned(), kind: LOCK_NAME, made: None }
+    }
+
+    fn lease(session: &Arc<Session>, parent: &str) -> Self {
         let pending = PendingNode::new(session.clone(), parent, new_protected_prefix());
-        Self { pending, parent: parent.to_owned(), kind, made: None }
+        Self { pending, parent: parent.to_owned(), kind: LEASE_NAME, made: None }
     }
 
     fn name(&self) -> Option<&str> {
@@ -140,7 +146,7 @@ pub(crate) async fn acquire_leases(
     loop {
         let session = client.session().await?;
         let losses_seen = session.health().losses;
-        let mut lock = OwnNode::new(&session, &parents.locks, LOCK_NAME);
+        let mut lock = OwnNode::lock(&session, &parents.locks);
         let mut leases = Vec::with_capacity(spec.count);
         let attempt = attempt(&session, spec, client.node_acls(), &parents, limit, wait, &mut lock, &mut leases);
         let outcome = match wait {
@@ -151,12 +157,7 @@ pub(crate) async fn acquire_leases(
             Some(Ok(())) => {
                 // Let the internal mutex go: the delete is sent now, its reply awaited in the
                 // background (it is retried there after a connection loss).
-                if let Some((lock_path, _)) = lock.grant() {
-                    let delete = delete_with_retry(&session.zk, lock_path);
-                    background::spawn(async move {
-                        let _ = delete.await;
-                    });
-                }
+                lock.pending.remove_in_background();
                 let leases = leases.iter_mut().filter_map(OwnNode::grant).collect();
                 return Ok(GrantedLeases { session, losses_seen, leases });
             }
@@ -212,7 +213,7 @@ async fn attempt(
     leases: &mut Vec<OwnNode>,
 ) -> std::result::Result<(), Failed> {
     let zk = &session.zk;
-    let new_lease = || OwnNode::new(session, &parents.leases, LEASE_NAME);
+    let new_lease = || OwnNode::lease(session, &parents.leases);
 
     // Join the internal mutex's queue; when the semaphore was free last time, create the leases
     // and list both parents in the same round trip.

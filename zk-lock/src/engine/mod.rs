@@ -5,6 +5,7 @@ mod acquire;
 mod failed;
 mod handoff;
 mod lease;
+mod local_nodes;
 pub(crate) mod node_name;
 mod parents;
 mod pending;
@@ -12,5 +13,6 @@ mod retry;
 
 pub(crate) use acquire::{acquire, Granted, LockSpec, Wait};
 pub(crate) use lease::{acquire_leases, LeaseLimit, LeaseSpec};
+pub(crate) use local_nodes::LocalNode;
 pub(crate) use parents::create_containers;
 pub(crate) use retry::{delete_with_retry, Reconnects};

@@ -58,6 +58,13 @@ pub(crate) fn new_protected_prefix() -> String {
     format!("{PROTECTED_MARKER}{}-", random_uuid())
 }
 
+/// The `_c_<uuid>-` prefix of a protected node's name; `None` for other names (kazoo's).
+pub(crate) fn protected_prefix(name: &str) -> Option<&str> {
+    const LEN: usize = PROTECTED_MARKER.len() + 36 + 1;
+    let prefix = name.get(..LEN)?;
+    (prefix.starts_with(PROTECTED_MARKER) && prefix.ends_with('-')).then_some(prefix)
+}
+
 /// The sequence number of a node named `..<lock_name><digits>`, as Curator's
 /// `StandardLockInternalsDriver.fixForSorting` reads it (after the last `lock_name`).
 pub(crate) fn sequence_of(name: &str, lock_name: &str) -> Option<u64> {
@@ -179,6 +186,15 @@ mod tests {
         let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(names, ["_c_r-__READ__0000000005", "_c_w-__WRIT__0000000005", "_c_x-__WRIT__0000000006"]);
         assert_eq!((RW_WRITE.blockers)(&nodes, 2).len(), 2, "the next writer waits for the read node too");
+    }
+
+    #[test]
+    fn finds_the_protected_prefix_of_a_name() {
+        let prefix = new_protected_prefix();
+        assert_eq!(protected_prefix(&format!("{prefix}lock-0000000007")), Some(prefix.as_str()));
+        assert_eq!(protected_prefix("_c_short-lock-0000000007"), None);
+        assert_eq!(protected_prefix("__lock__0000000007"), None);
+        assert_eq!(protected_prefix("lock-0000000007"), None);
     }
 
     #[test]

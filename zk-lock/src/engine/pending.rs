@@ -6,6 +6,7 @@ use std::sync::Arc;
 use zookeeper_client::{Client as ZkClient, Error as ZkError};
 
 use super::acquire::list_children;
+use super::local_nodes::{self, LocalNode};
 use super::retry::{delete_with_retry, Reconnects};
 use crate::background;
 use crate::session::Session;
@@ -18,6 +19,9 @@ pub(super) struct PendingNode {
     /// `_c_<uuid>-`: finds the node when the reply to `create` never arrived.
     prefix: String,
     state: State,
+    /// Whether waiters of this process may follow the node through [`local_nodes`].
+    shared_locally: bool,
+    local: Option<Arc<LocalNode>>,
 }
 
 enum State {
@@ -29,7 +33,15 @@ enum State {
 
 impl PendingNode {
     pub(super) fn new(session: Arc<Session>, parent: &str, prefix: String) -> Self {
-        Self { session, parent: parent.to_owned(), prefix, state: State::Nothing }
+        Self { session, parent: parent.to_owned(), prefix, state: State::Nothing, shared_locally: false, local: None }
+    }
+
+    /// A node in a lock queue, which other waiters of this process may wait behind: they follow
+    /// it through [`local_nodes`] once it is created.
+    pub(super) fn in_queue(session: Arc<Session>, parent: &str, prefix: String) -> Self {
+        let mut node = Self::new(session, parent, prefix);
+        node.shared_locally = true;
+        node
     }
 
     pub(super) fn prefix(&self) -> &str {
@@ -37,6 +49,11 @@ impl PendingNode {
     }
 
     pub(super) fn sent(&mut self) {
+        if self.shared_locally {
+            // The previous attempt's registration (same prefix) goes first.
+            self.local = None;
+            self.local = Some(local_nodes::register(&self.parent, &self.prefix));
+        }
         self.state = State::Sent(None);
     }
 
@@ -47,29 +64,59 @@ impl PendingNode {
     /// The node is gone (deleted by someone, or with its session) or is now a held lock.
     pub(super) fn forget(&mut self) {
         self.state = State::Nothing;
+        self.local = None;
+    }
+
+    /// The node is granted: it is no longer ours to remove, and whoever holds it now tells the
+    /// waiters of this process behind it what becomes of it.
+    pub(super) fn grant(&mut self) -> Option<Arc<LocalNode>> {
+        let local = self.local.take();
+        self.forget();
+        local
     }
 
     /// Removes the node now, for the error paths that return to the caller.
     pub(super) async fn remove(&mut self) {
         if let State::Sent(name) = std::mem::replace(&mut self.state, State::Nothing) {
-            remove_node(self.session.zk.clone(), self.parent.clone(), self.prefix.clone(), name).await;
+            let zk = self.session.zk.clone();
+            remove_node(zk, self.parent.clone(), self.prefix.clone(), name, self.local.take()).await;
+        }
+    }
+
+    /// Removes the node in the background; when its name is known the delete is sent before
+    /// this returns, in order with the caller's later requests.
+    pub(super) fn remove_in_background(&mut self) {
+        let local = self.local.take();
+        match std::mem::replace(&mut self.state, State::Nothing) {
+            State::Nothing => {}
+            State::Sent(Some(name)) => {
+                let delete = delete_with_retry(&self.session.zk, format!("{}/{name}", self.parent));
+                background::spawn(async move { settle(local, delete.await) });
+            }
+            State::Sent(None) => {
+                let zk = self.session.zk.clone();
+                background::spawn(remove_node(zk, self.parent.clone(), self.prefix.clone(), None, local));
+            }
         }
     }
 }
 
 impl Drop for PendingNode {
     fn drop(&mut self) {
-        // The acquire future was dropped mid-flight: remove the node in the background.
-        if let State::Sent(name) = std::mem::replace(&mut self.state, State::Nothing) {
-            let zk = self.session.zk.clone();
-            background::spawn(remove_node(zk, self.parent.clone(), self.prefix.clone(), name));
-        }
+        // The acquire future was dropped mid-flight.
+        self.remove_in_background();
     }
 }
 
 /// Deletes our node, finding it by its protected prefix if its name never reached us. Gives up
 /// only when the session is gone, which removes the ephemeral node anyway.
-async fn remove_node(zk: ZkClient, parent: String, prefix: String, name: Option<String>) {
+async fn remove_node(
+    zk: ZkClient,
+    parent: String,
+    prefix: String,
+    name: Option<String>,
+    local: Option<Arc<LocalNode>>,
+) {
     let name = match name {
         Some(name) => name,
         None => match find_protected(&zk, &parent, &prefix).await {
@@ -77,8 +124,15 @@ async fn remove_node(zk: ZkClient, parent: String, prefix: String, name: Option<
             _ => return,
         },
     };
-    // Ignore the outcome: NoNode means it is already gone, and a dead session took it along.
-    let _ = delete_with_retry(&zk, format!("{parent}/{name}")).await;
+    settle(local, delete_with_retry(&zk, format!("{parent}/{name}")).await);
+}
+
+/// Tells the waiters of this process how our delete ended. `NoNode` means the node was gone
+/// already; after any other error only the session's end will remove it.
+fn settle(local: Option<Arc<LocalNode>>, deleted: Result<(), ZkError>) {
+    if let (Some(local), Ok(()) | Err(ZkError::NoNode)) = (local, deleted) {
+        local.deleted();
+    }
 }
 
 /// Looks for the node whose name starts with `prefix` under `parent`: the node a `create`
