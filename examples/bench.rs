@@ -563,11 +563,12 @@ async fn floor_row(ctx: &mut Ctx<'_>) {
 
 /// The uncontended cases: label, path slug, the recipe of the native clients, the recipe word
 /// of the peers.
-const UNCONTENDED: [(&str, &str, Option<Recipe>, Option<&str>); 7] = [
+const UNCONTENDED: [(&str, &str, Option<Recipe>, Option<&str>); 8] = [
     ("mutex", "mutex", Some(Recipe::Mutex), Some("mutex")),
     ("mutex, drop guard", "mutex-drop", Some(Recipe::MutexDrop), None),
     ("mutex fn, hand-written guard", "fn-by-hand", Some(Recipe::HandWritten), None),
     ("mutex fn, #[zk_lock]", "fn-annotated", Some(Recipe::Annotated), None),
+    ("mutex fn, #[zk_lock], calls apart", "fn-apart", Some(Recipe::AnnotatedApart), None),
     ("rw write", "write", Some(Recipe::Write), Some("write")),
     ("rw read", "read", Some(Recipe::Read), Some("read")),
     ("semaphore (4 leases)", "semaphore", Some(Recipe::Semaphore), Some("semaphore")),
@@ -585,7 +586,15 @@ async fn uncontended_once(
     Some(match (client.native(), recipe, word) {
         (
             Some(Native::ZkClient),
-            Some(Recipe::Write | Recipe::Read | Recipe::Semaphore | Recipe::Annotated | Recipe::HandWritten) | None,
+            Some(
+                Recipe::Write
+                | Recipe::Read
+                | Recipe::Semaphore
+                | Recipe::Annotated
+                | Recipe::AnnotatedApart
+                | Recipe::HandWritten,
+            )
+            | None,
             _,
         ) => return None,
         (Some(Native::ZkLock), None, _) => return None,

