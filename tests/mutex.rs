@@ -294,6 +294,28 @@ mod waiters_behind_a_node_of_this_process {
 }
 
 #[tokio::test]
+async fn a_waiter_whose_node_is_deleted_queues_again_instead_of_taking_a_lost_lock() {
+    let path = format!("{PATH}/waiter-deleted");
+    let client = new_client().await;
+    let holder = Mutex::with_client(&client, &path).lock().await.unwrap();
+    let mutex = Mutex::with_client(&new_client().await, &path);
+    let waiter = tokio::spawn(async move { mutex.lock_timeout(Duration::from_secs(30)).await });
+    let queued = wait_for_children(&client, &path, |c| c.len() == 2).await;
+    let holder_node = holder.node_path().rsplit('/').next().unwrap().to_owned();
+    let deleted = queued.into_iter().find(|node| *node != holder_node).unwrap();
+
+    client.zookeeper().delete(&format!("{path}/{deleted}"), None).await.unwrap();
+    wait_for_children(&client, &path, |c| c.len() == 2 && !c.contains(&deleted)).await;
+    holder.release().await.unwrap();
+
+    let guard = waiter.await.unwrap().expect("granted on its new node");
+    assert!(!guard.node_path().ends_with(&deleted));
+    assert!(guard.is_held());
+    assert!(client.zookeeper().check_stat(guard.node_path()).await.unwrap().is_some());
+    guard.release().await.expect("still held when released");
+}
+
+#[tokio::test]
 async fn invalid_paths_are_refused_before_any_request() {
     let client = new_client().await;
     for path in ["relative", "/trailing/", "/a//b", "/a/./b", "/a/..", "/zookeeper/x", "/bad\u{1}char", ""] {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use tokio::sync::watch;
-use zookeeper_client::{Client as ZkClient, Error as ZkError, EventType, OneshotWatcher, Stat};
+use zookeeper_client::{Client as ZkClient, Error as ZkError, EventType, OneshotWatcher, Stat, WatchedEvent};
 
 use crate::background;
 use crate::engine::{LocalNode, Reconnects};
@@ -36,22 +36,18 @@ pub(crate) fn watch_own_node(
     losses_seen: u64,
     released: Arc<AtomicBool>,
     trace: &trace::Held,
-    early: Option<EarlyWatch>,
+    early: Option<OwnWatch>,
     local: Option<Arc<LocalNode>>,
 ) -> watch::Receiver<NodeState> {
     let (report, state) = watch::channel(NodeState::default());
-    let first_watch = match early.and_then(EarlyWatch::take) {
-        Some(reply) => reply,
-        None => Box::pin(send_watch_now(session.zk.clone(), node_path.to_owned())),
-    };
-    let node = Followed { node_path: node_path.to_owned(), losses_seen, released, trace: trace.clone(), local };
-    background::spawn(follow(session.clone(), first_watch, node, report));
+    let own = early.unwrap_or_else(|| OwnWatch::send(&session.zk, node_path.to_owned()));
+    let node = Followed { losses_seen, released, trace: trace.clone(), local };
+    background::spawn(follow(session.clone(), own, node, report));
     state
 }
 
 /// The held node a watch follows.
 struct Followed {
-    node_path: String,
     losses_seen: u64,
     /// Set before the holder's own delete is sent.
     released: Arc<AtomicBool>,
@@ -61,15 +57,17 @@ struct Followed {
 }
 
 /// Reports revocation requests and the first loss: the session's, or the deletion of our node.
-async fn follow(
-    session: Arc<Session>,
-    first_watch: impl Future<Output = WatchReply> + Send,
-    node: Followed,
-    report: watch::Sender<NodeState>,
-) {
+async fn follow(session: Arc<Session>, mut own: OwnWatch, node: Followed, report: watch::Sender<NodeState>) {
+    let revocation = |data: &[u8]| {
+        // Only this task sets `revoked`: nobody can set it between the check and the send.
+        if data == REVOKE_MESSAGE && !report.borrow().revoked {
+            node.trace.revocation_requested();
+            report.send_modify(|state| state.revoked = true);
+        }
+    };
     let reason = tokio::select! {
         reason = session.lost_after(node.losses_seen) => reason,
-        reason = node_deleted(&session.zk, &node, first_watch, &report) => reason,
+        () = own.until_deleted(revocation) => LostReason::NodeDeleted,
     };
     if let Some(local) = &node.local {
         match reason {
@@ -78,8 +76,8 @@ async fn follow(
             _ => local.unknown(),
         }
     }
-    // The watch runs until our own delete fires it: ending it earlier would cost a request to
-    // remove the watch from the server.
+    // The watch runs until our own delete fires it (dropping `own` keeps it in the background):
+    // ending it earlier would cost a request to remove it from the server.
     if !node.released.load(Ordering::Acquire) {
         // Traced first, so whoever sees the loss also finds it in the trace.
         node.trace.lost(reason);
@@ -91,86 +89,136 @@ type WatchReply = std::result::Result<(Vec<u8>, Stat, OneshotWatcher), ZkError>;
 
 type PendingWatch = Pin<Box<dyn Future<Output = WatchReply> + Send>>;
 
-/// The watch on our own node, sent while we wait for the lock so that the hand-off to us costs
-/// no request of its own; the hold continues it once the lock is granted.
-pub(crate) struct EarlyWatch(Option<PendingWatch>);
+type PendingEvent = Pin<Box<dyn Future<Output = WatchedEvent> + Send>>;
 
-impl EarlyWatch {
-    /// Sends the watch request on `node_path` now.
+/// The watch on our own node. A waiter sends it while it waits, so that the hand-off to it costs
+/// no request of its own, and learns from it that its node was deleted before the lock was
+/// granted; the hold continues it once the lock is granted.
+pub(crate) struct OwnWatch {
+    zk: ZkClient,
+    node_path: String,
+    stage: Stage,
+    /// The node's data when the watch was last set.
+    data: Vec<u8>,
+}
+
+enum Stage {
+    /// The watch request is sent; its reply has not been seen.
+    Sent(PendingWatch),
+    /// The watch is set on the server and has not fired.
+    Set(PendingEvent),
+    /// Not set: it fired, or its request failed. The next step sends it again.
+    Unset,
+}
+
+/// What [`OwnWatch::next`] saw.
+enum Seen {
+    /// The watch is set; `data` is the node's.
+    Set,
+    Deleted,
+    /// It fired for something else (data written, a reconnect).
+    Fired,
+    /// Our session ended: the session's own watch reports that.
+    SessionEnded,
+    Failed(ZkError),
+}
+
+impl OwnWatch {
+    /// Sends the watch request on `node_path` now, in order with the caller's later requests.
     pub(crate) fn send(zk: &ZkClient, node_path: String) -> Self {
-        Self(Some(Box::pin(send_watch_now(zk.clone(), node_path))))
+        let stage = Stage::Sent(send_watch_now(zk.clone(), node_path.clone()));
+        Self { zk: zk.clone(), node_path, stage, data: Vec::new() }
     }
 
-    fn take(mut self) -> Option<PendingWatch> {
-        self.0.take()
+    /// Follows the node until it is deleted; `on_data` sees its data each time the watch is set.
+    /// Never returns once the watch cannot go on (a dead session is for the session's watch to
+    /// report). Cancel safe: the watch stays in `self`.
+    pub(crate) async fn until_deleted(&mut self, mut on_data: impl FnMut(&[u8])) {
+        let zk = self.zk.clone();
+        let mut reconnects = Reconnects::new(&zk);
+        loop {
+            match self.next().await {
+                Seen::Set => on_data(&self.data),
+                Seen::Deleted => return,
+                Seen::Fired => {}
+                Seen::SessionEnded => std::future::pending().await,
+                Seen::Failed(error) => {
+                    if reconnects.wait(error).await.is_err() {
+                        std::future::pending().await
+                    }
+                }
+            }
+        }
+    }
+
+    /// The next step of the watch. Cancel safe: every future it waits on is kept in `stage`.
+    async fn next(&mut self) -> Seen {
+        match &mut self.stage {
+            Stage::Sent(reply) => {
+                let reply = reply.await;
+                self.stage = Stage::Unset;
+                match reply {
+                    Ok((data, _, watcher)) => {
+                        self.data = data;
+                        self.stage = Stage::Set(Box::pin(watcher.changed()));
+                        Seen::Set
+                    }
+                    Err(ZkError::NoNode) => Seen::Deleted,
+                    Err(error) => Seen::Failed(error),
+                }
+            }
+            Stage::Set(event) => {
+                let event = event.await;
+                self.stage = Stage::Unset;
+                if event.event_type == EventType::NodeDeleted {
+                    Seen::Deleted
+                } else if event.session_state.is_terminated() {
+                    Seen::SessionEnded
+                } else {
+                    Seen::Fired
+                }
+            }
+            Stage::Unset => {
+                self.stage = Stage::Sent(send_watch_now(self.zk.clone(), self.node_path.clone()));
+                Box::pin(self.next()).await
+            }
+        }
     }
 }
 
-impl Drop for EarlyWatch {
-    /// Not granted after all: let the watch fire on our own delete rather than drop it, which
-    /// would cost a request to remove it from the server.
+impl Drop for OwnWatch {
+    /// Let the watch fire (on our own delete at the latest) rather than drop it, which would
+    /// cost a request to remove it from the server.
     fn drop(&mut self) {
-        if let Some(reply) = self.0.take() {
-            background::spawn(async move {
-                if let Ok((_, _, watcher)) = reply.await {
-                    watcher.changed().await;
-                }
-            });
+        match std::mem::replace(&mut self.stage, Stage::Unset) {
+            Stage::Sent(reply) => {
+                background::spawn(async move {
+                    if let Ok((_, _, watcher)) = reply.await {
+                        watcher.changed().await;
+                    }
+                });
+            }
+            Stage::Set(event) => {
+                background::spawn(event);
+            }
+            Stage::Unset => {}
         }
     }
 }
 
 /// Sends a `getData` with a watch on our node now; the reply is awaited by whoever polls the
 /// returned future next.
-fn send_watch_now(zk: ZkClient, node_path: String) -> impl Future<Output = WatchReply> + Send {
+fn send_watch_now(zk: ZkClient, node_path: String) -> PendingWatch {
     let mut reply = Box::pin(async move { zk.get_and_watch_data(&node_path).await });
     // The request is sent during the first poll; nobody needs waking for this one.
     let early = match reply.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
         Poll::Ready(result) => Some(result),
         Poll::Pending => None,
     };
-    async move {
+    Box::pin(async move {
         match early {
             Some(result) => result,
             None => reply.await,
         }
-    }
-}
-
-/// Resolves if our node is deleted, reporting revocation requests on the way. Session trouble
-/// is left to the session's own watch.
-async fn node_deleted(
-    zk: &ZkClient,
-    node: &Followed,
-    first_watch: impl Future<Output = WatchReply>,
-    report: &watch::Sender<NodeState>,
-) -> LostReason {
-    let mut reconnects = Reconnects::new(zk);
-    let mut reply = first_watch.await;
-    loop {
-        match reply {
-            Ok((data, _, watcher)) => {
-                // Only this task sets `revoked`: nobody can set it between the check and the send.
-                if data == REVOKE_MESSAGE && !report.borrow().revoked {
-                    node.trace.revocation_requested();
-                    report.send_modify(|state| state.revoked = true);
-                }
-                let event = watcher.changed().await;
-                if event.event_type == EventType::NodeDeleted {
-                    return LostReason::NodeDeleted;
-                }
-                if event.session_state.is_terminated() {
-                    return std::future::pending().await;
-                }
-            }
-            Err(ZkError::NoNode) => return LostReason::NodeDeleted,
-            // A dead session is reported by the session's watch.
-            Err(error) => {
-                if reconnects.wait(error).await.is_err() {
-                    return std::future::pending().await;
-                }
-            }
-        }
-        reply = zk.get_and_watch_data(&node.node_path).await;
-    }
+    })
 }

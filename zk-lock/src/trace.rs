@@ -51,6 +51,12 @@ pub(crate) fn found_again(parent: &str, node: &str) {
     tracing::debug!(target: TARGET, parent, node, "found our node again after a lost create reply");
 }
 
+/// Our node was deleted (by someone else, or with a broken connection's session) while it
+/// waited: the acquisition joins the queue again with a new node.
+pub(crate) fn deleted_while_waiting(node: &str) {
+    tracing::info!(target: TARGET, node, "our node was deleted while it waited: joining the queue again");
+}
+
 /// A node was granted: names it and its fencing token on the acquisition's span.
 pub(crate) fn granted(node: &str, fencing_token: i64) {
     let span = tracing::Span::current();

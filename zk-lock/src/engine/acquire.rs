@@ -16,7 +16,7 @@ use super::pending::{find_protected, PendingNode};
 use super::retry::{broke_connection, until_connected, Reconnects};
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::node_watch::EarlyWatch;
+use crate::node_watch::OwnWatch;
 use crate::session::Session;
 use crate::trace;
 
@@ -63,7 +63,7 @@ pub(crate) struct Granted {
     /// The session's loss count when the lock was granted.
     pub losses_seen: u64,
     /// The watch on our node set while we waited, if we did.
-    pub own_watch: Option<EarlyWatch>,
+    pub own_watch: Option<OwnWatch>,
     /// How the waiters of this process behind our node learn of its deletion, if they can.
     pub local: Option<Arc<LocalNode>>,
 }
@@ -124,7 +124,7 @@ async fn attempt(
     spec: &LockSpec<'_>,
     acls: Acls<'_>,
     pending: &mut PendingNode,
-    own_watch: &mut Option<EarlyWatch>,
+    own_watch: &mut Option<OwnWatch>,
     wait: Wait,
 ) -> std::result::Result<(String, i64), Failed> {
     let (name, token, children) = join_queue(zk, spec, acls, pending).await?;
@@ -331,7 +331,7 @@ struct Waiting<'a> {
     /// Report the node's place in the queue when it is first seen.
     trace_entry: bool,
     /// Where to keep the watch on our own node, sent once we have to wait; `None`: not wanted.
-    own_watch: Option<&'a mut Option<EarlyWatch>>,
+    own_watch: Option<&'a mut Option<OwnWatch>>,
 }
 
 /// Waits until the node `name` holds the lock by the recipe's rule. `children` is a listing made
@@ -362,10 +362,21 @@ async fn wait_in_queue(
         }
         if let Some(own_watch) = waiting.own_watch.as_deref_mut().filter(|watch| watch.is_none()) {
             // Sent now, with the watch on the node ahead, rather than after the hand-off.
-            *own_watch = Some(EarlyWatch::send(zk, format!("{}/{name}", spec.path)));
+            *own_watch = Some(OwnWatch::send(zk, format!("{}/{name}", spec.path)));
         }
         let recheck = spec.rules.recheck_after.is_some_and(|kind| blockers.iter().any(|b| b.contains(kind)));
-        wait_until_gone(zk, spec.path, blockers).await?;
+        let ahead_gone = wait_until_gone(zk, spec.path, blockers);
+        match waiting.own_watch.as_deref_mut().and_then(Option::as_mut) {
+            Some(own_watch) => tokio::select! {
+                gone = ahead_gone => gone?,
+                () = own_watch.until_deleted(|_| {}) => {
+                    // Granting it now would hand out a lock that is already lost.
+                    trace::deleted_while_waiting(name);
+                    return Ok(None);
+                }
+            },
+            None => ahead_gone.await?,
+        }
         if !recheck {
             return Ok(Some(granted(spec, name)));
         }
