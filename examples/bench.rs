@@ -566,6 +566,8 @@ async fn floor_row(ctx: &mut Ctx<'_>) {
 const UNCONTENDED: [(&str, &str, Option<Recipe>, Option<&str>); 8] = [
     ("mutex", "mutex", Some(Recipe::Mutex), Some("mutex")),
     ("mutex, drop guard", "mutex-drop", Some(Recipe::MutexDrop), None),
+    // These two are measured together, in turn (`native::annotated_and_by_hand`): keep them
+    // next to each other, hand-written first.
     ("mutex fn, hand-written guard", "fn-by-hand", Some(Recipe::HandWritten), None),
     ("mutex fn, #[zk_lock]", "fn-annotated", Some(Recipe::Annotated), None),
     ("mutex fn, #[zk_lock], calls apart", "fn-apart", Some(Recipe::AnnotatedApart), None),
@@ -619,6 +621,26 @@ async fn uncontended_row(ctx: &mut Ctx<'_>) {
             for client in turn(&clients, round) {
                 let i = cells.iter().position(|cell| *cell == (case, client)).unwrap_or_default();
                 if matches!(totals[i], Some(Err(_))) {
+                    continue;
+                }
+                // The hand-written and annotated functions are measured together, in turn.
+                let (_, _, recipe, _) = UNCONTENDED[case];
+                if client.native() == Some(Native::ZkLock) && recipe == Some(Recipe::HandWritten) {
+                    let path = path_of(client, "uncontended", "fn-pair");
+                    let j = cells.iter().position(|cell| *cell == (case + 1, client)).unwrap_or_default();
+                    match native::annotated_and_by_hand(&ctx.connect, ctx.server, &path, plan).await {
+                        Ok([by_hand, annotated]) => {
+                            accumulate(&mut totals[i], Ok(by_hand));
+                            accumulate(&mut totals[j], Ok(annotated));
+                        }
+                        Err(e) => {
+                            accumulate(&mut totals[i], Err(e.clone()));
+                            accumulate(&mut totals[j], Err(e));
+                        }
+                    }
+                    continue;
+                }
+                if client.native() == Some(Native::ZkLock) && recipe == Some(Recipe::Annotated) {
                     continue;
                 }
                 if let Some(measured) = uncontended_once(ctx, client, case, plan).await {

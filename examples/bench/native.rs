@@ -69,6 +69,60 @@ async fn hand_written(client: &zk_lock::Client, tag: &str) -> zk_lock::Result<()
     Ok(())
 }
 
+/// `#[zk_lock]` calls and the same function with a hand-written guard, called in turn in one
+/// loop on one session, so that both see the same server and machine at the same time (the
+/// attribute's overhead is a few percent at most, less than the drift between two loops run one
+/// after the other). Returns the hand-written calls, then the annotated ones; the server's
+/// request count of the loop is split evenly between them (both send the same requests).
+pub async fn annotated_and_by_hand(connect: &str, server: SocketAddr, path: &str, plan: Plan) -> Res<[Measured; 2]> {
+    let client = zk_lock::Client::builder(connect)
+        .session_timeout(SESSION_TIMEOUT)
+        .install_as(ANNOTATED_CLIENT)
+        .await
+        .map_err(err("connect"))?;
+    let tag = path.rsplit('/').next().unwrap_or("fn").to_owned();
+    for _ in 0..plan.warm {
+        annotated(&tag).await.map_err(err("call"))?;
+        hand_written(&client, &tag).await.map_err(err("call"))?;
+    }
+    tokio::time::sleep(SETTLE).await;
+    let (mut by_hand, mut attribute) = (Vec::with_capacity(plan.n), Vec::with_capacity(plan.n));
+    let before = Counters::read_async(server).await?;
+    let start = Instant::now();
+    let deadline = start + plan.budget;
+    while by_hand.len() < plan.n && Instant::now() < deadline {
+        // Each goes first in every other iteration, so neither always follows the other.
+        let annotated_first = by_hand.len() % 2 == 0;
+        let t0 = Instant::now();
+        if annotated_first { annotated(&tag).await } else { hand_written(&client, &tag).await }.map_err(err("call"))?;
+        let t1 = Instant::now();
+        if annotated_first { hand_written(&client, &tag).await } else { annotated(&tag).await }.map_err(err("call"))?;
+        let t2 = Instant::now();
+        let (first, second) = (micros(t1 - t0), micros(t2 - t1));
+        let (a, h) = if annotated_first { (first, second) } else { (second, first) };
+        attribute.push(a);
+        by_hand.push(h);
+    }
+    let elapsed = start.elapsed() / 2;
+    tokio::time::sleep(SETTLE).await;
+    let after = Counters::read_async(server).await?;
+    drop(client);
+    tokio::time::sleep(SETTLE).await;
+    let total = after.since(&before);
+    let half = crate::stats::Requests { packets: total.packets / 2, writes: total.writes / 2, reads: total.reads / 2 };
+    let measured = |calls: Vec<f64>| Measured {
+        result: Json::obj([
+            ("ops", Json::Num(calls.len() as f64)),
+            ("elapsed_s", Json::Num(elapsed.as_secs_f64())),
+            ("acquire_us", nums(calls.clone())),
+            ("cycle_us", nums(calls)),
+        ]),
+        requests: half,
+        queued: true,
+    };
+    Ok([measured(by_hand), measured(attribute)])
+}
+
 /// Leases of the uncontended semaphore case, for every client.
 pub const SEMAPHORE_LEASES: u32 = 4;
 
@@ -316,6 +370,8 @@ pub async fn uncontended(
                     .await
                 }
                 Recipe::Annotated | Recipe::AnnotatedApart | Recipe::HandWritten => {
+                    // The benchmark measures `HandWritten` and `Annotated` together, in turn
+                    // (`annotated_and_by_hand`); this measures either alone.
                     // Both forms share one client, installed under the name the attribute uses.
                     let client = zk_lock::Client::builder(connect)
                         .session_timeout(SESSION_TIMEOUT)
