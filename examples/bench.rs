@@ -617,14 +617,13 @@ async fn uncontended_row(ctx: &mut Ctx<'_>) {
     let mut totals: Vec<Option<Result<Measured, String>>> = cells.iter().map(|_| None).collect();
     for round in 0..rounds {
         let plan = round_plan(ctx.opts.plan, rounds, round);
-        for case in 0..UNCONTENDED.len() {
+        for (case, &(_, _, recipe, _)) in UNCONTENDED.iter().enumerate() {
             for client in turn(&clients, round) {
                 let i = cells.iter().position(|cell| *cell == (case, client)).unwrap_or_default();
                 if matches!(totals[i], Some(Err(_))) {
                     continue;
                 }
                 // The hand-written and annotated functions are measured together, in turn.
-                let (_, _, recipe, _) = UNCONTENDED[case];
                 if client.native() == Some(Native::ZkLock) && recipe == Some(Recipe::HandWritten) {
                     let path = path_of(client, "uncontended", "fn-pair");
                     let j = cells.iter().position(|cell| *cell == (case + 1, client)).unwrap_or_default();

@@ -124,6 +124,7 @@
 //! | `lock lost` | WARN | `recipe`, `path`, `node`, `held_ms`, `reason` |
 //! | `lock revocation requested` | INFO | `recipe`, `path`, `node`, `held_ms` |
 //! | `found our node again after a lost create reply` | DEBUG | `parent`, `node` |
+//! | `our node was deleted while it waited: joining the queue again` | INFO | `node` |
 //!
 //! The first four happen inside the `zk_lock.acquire` span, so they carry its fields; the others
 //! happen wherever the guard is, and carry their own. A held lock ends with exactly one of
