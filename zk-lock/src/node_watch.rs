@@ -98,8 +98,8 @@ pub(crate) struct OwnWatch {
     zk: ZkClient,
     node_path: String,
     stage: Stage,
-    /// The node's data when the watch was last set.
-    data: Vec<u8>,
+    /// The node's data when the watch was last set, if it was.
+    data: Option<Vec<u8>>,
 }
 
 enum Stage {
@@ -113,7 +113,7 @@ enum Stage {
 
 /// What [`OwnWatch::next`] saw.
 enum Seen {
-    /// The watch is set; `data` is the node's.
+    /// The watch is set; `data` holds the node's.
     Set,
     Deleted,
     /// It fired for something else (data written, a reconnect).
@@ -127,18 +127,23 @@ impl OwnWatch {
     /// Sends the watch request on `node_path` now, in order with the caller's later requests.
     pub(crate) fn send(zk: &ZkClient, node_path: String) -> Self {
         let stage = Stage::Sent(send_watch_now(zk.clone(), node_path.clone()));
-        Self { zk: zk.clone(), node_path, stage, data: Vec::new() }
+        Self { zk: zk.clone(), node_path, stage, data: None }
     }
 
     /// Follows the node until it is deleted; `on_data` sees its data each time the watch is set.
     /// Never returns once the watch cannot go on (a dead session is for the session's watch to
     /// report). Cancel safe: the watch stays in `self`.
     pub(crate) async fn until_deleted(&mut self, mut on_data: impl FnMut(&[u8])) {
+        // Data read before this call (while waiting for the lock) is seen too: a revocation
+        // request may have been written to a waiting node.
+        if let Some(data) = &self.data {
+            on_data(data);
+        }
         let zk = self.zk.clone();
         let mut reconnects = Reconnects::new(&zk);
         loop {
             match self.next().await {
-                Seen::Set => on_data(&self.data),
+                Seen::Set => on_data(self.data.as_deref().unwrap_or_default()),
                 Seen::Deleted => return,
                 Seen::Fired => {}
                 Seen::SessionEnded => std::future::pending().await,
@@ -159,7 +164,7 @@ impl OwnWatch {
                 self.stage = Stage::Unset;
                 match reply {
                     Ok((data, _, watcher)) => {
-                        self.data = data;
+                        self.data = Some(data);
                         self.stage = Stage::Set(Box::pin(watcher.changed()));
                         Seen::Set
                     }

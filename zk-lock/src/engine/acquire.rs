@@ -156,9 +156,9 @@ async fn join_queue(
     let options = CreateMode::EphemeralSequential.with_acls(acls);
     let mut reconnects = Reconnects::new(zk);
     loop {
+        pending.sent();
         let create = zk.create(&prefix_path, spec.data, &options);
         let list = zk.list_children(spec.path);
-        pending.sent();
         let (created, listed) = tokio::join!(create, list);
         let (name, token) = match created {
             Ok((stat, sequence)) => {
@@ -220,11 +220,12 @@ async fn wait_until_gone(zk: &ZkClient, parent: &str, mut blockers: Vec<String>)
 }
 
 /// Waits until the node `name` at `path` is deleted: told by its owner when it is a node of
-/// this process, otherwise (or when the owner cannot tell) by a watch on the server.
+/// this process on our session, otherwise (or when the owner cannot tell) by a watch on the
+/// server.
 async fn until_deleted(zk: &ZkClient, parent: &str, name: &str, path: &str) -> std::result::Result<(), Failed> {
     let mut reconnects = Reconnects::new(zk);
     loop {
-        if let Some(fate) = local_nodes::follow(parent, name) {
+        if let Some(fate) = local_nodes::follow(parent, name, zk.session_id()) {
             if deleted_locally(zk, fate).await? {
                 return Ok(());
             }
@@ -368,12 +369,13 @@ async fn wait_in_queue(
         let ahead_gone = wait_until_gone(zk, spec.path, blockers);
         match waiting.own_watch.as_deref_mut().and_then(Option::as_mut) {
             Some(own_watch) => tokio::select! {
-                gone = ahead_gone => gone?,
+                // Our node's deletion first: granting it would hand out a lock already lost.
+                biased;
                 () = own_watch.until_deleted(|_| {}) => {
-                    // Granting it now would hand out a lock that is already lost.
                     trace::deleted_while_waiting(name);
                     return Ok(None);
                 }
+                gone = ahead_gone => gone?,
             },
             None => ahead_gone.await?,
         }

@@ -108,15 +108,12 @@ struct OwnNode {
 }
 
 impl OwnNode {
-    /// Our node in the queue of the internal mutex, which waiters of this process may follow.
-    fn lock(session: &Arc<Session>, parent: &str) -> Self {
-        let pending = PendingNode::in_queue(session.clone(), parent, new_protected_prefix());
-        Self { pending, parent: parent.to_owned(), kind: LOCK_NAME, made: None }
-    }
-
-    fn lease(session: &Arc<Session>, parent: &str) -> Self {
+    // Not followed by the waiters behind it (`PendingNode::in_queue`): nothing watches the
+    // internal mutex's node while its owner waits for leases, so a deletion by someone else
+    // would go unnoticed by them.
+    fn new(session: &Arc<Session>, parent: &str, kind: &'static str) -> Self {
         let pending = PendingNode::new(session.clone(), parent, new_protected_prefix());
-        Self { pending, parent: parent.to_owned(), kind: LEASE_NAME, made: None }
+        Self { pending, parent: parent.to_owned(), kind, made: None }
     }
 
     fn name(&self) -> Option<&str> {
@@ -146,7 +143,7 @@ pub(crate) async fn acquire_leases(
     loop {
         let session = client.session().await?;
         let losses_seen = session.health().losses;
-        let mut lock = OwnNode::lock(&session, &parents.locks);
+        let mut lock = OwnNode::new(&session, &parents.locks, LOCK_NAME);
         let mut leases = Vec::with_capacity(spec.count);
         let attempt = attempt(&session, spec, client.node_acls(), &parents, limit, wait, &mut lock, &mut leases);
         let outcome = match wait {
@@ -213,7 +210,7 @@ async fn attempt(
     leases: &mut Vec<OwnNode>,
 ) -> std::result::Result<(), Failed> {
     let zk = &session.zk;
-    let new_lease = || OwnNode::lease(session, &parents.leases);
+    let new_lease = || OwnNode::new(session, &parents.leases, LEASE_NAME);
 
     // Join the internal mutex's queue; when the semaphore was free last time, create the leases
     // and list both parents in the same round trip.
@@ -343,10 +340,10 @@ async fn create_then_list(
             .collect();
         let mut creates = Vec::with_capacity(nodes.len());
         for (node, path) in nodes.iter_mut().zip(&paths) {
-            creates.push(path.as_deref().map(|path| zk.create(path, data, &options)));
             if path.is_some() {
                 node.pending.sent();
             }
+            creates.push(path.as_deref().map(|path| zk.create(path, data, &options)));
         }
         let mut reader = zk.new_multi_reader();
         for parent in parents {

@@ -1,14 +1,22 @@
 //! Queue nodes of this process. The owner of a node learns of its deletion anyway (the reply to
-//! its own delete, or the watch it keeps on its node), so a waiter of this process whose nearest
-//! node ahead is one of them is told by the owner instead of watching that node on the server:
-//! one request less per hand-off. When the owner can no longer tell (its session is in trouble,
-//! or it let go of the node without seeing it deleted), the node's fate becomes unknown and the
-//! waiter watches it on the server, as it does for the nodes of other processes.
+//! its own delete, or the watch it keeps on its node), so a waiter on the same session whose
+//! nearest node ahead is one of them is told by the owner instead of watching that node on the
+//! server: one request less per hand-off. When the owner can no longer tell (its session is in
+//! trouble, or it let go of the node without seeing it deleted), the node's fate becomes unknown
+//! and the waiter watches it on the server, as it does for every other node.
+//!
+//! Only waiters on the owner's own session follow a node this way. A reply on that session
+//! proves the session alive when it arrives, and orders everything the waiter reads afterwards
+//! after the deletion (one connection, one server). A waiter on another session has neither: its
+//! session may have expired unnoticed, or its server may not have applied the deletion yet, and
+//! only an event on its own session settles both.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
 use tokio::sync::watch;
+use zookeeper_client::SessionId;
 
 use super::node_name::protected_prefix;
 
@@ -23,11 +31,16 @@ pub(crate) enum Fate {
     Unknown,
 }
 
-type Nodes = HashMap<Box<str>, watch::Receiver<Fate>>;
+struct Entry {
+    /// Which registration it is: a retried `create` registers the same prefix again.
+    id: u64,
+    session: SessionId,
+    fate: watch::Receiver<Fate>,
+}
 
-static NODES: LazyLock<Mutex<Nodes>> = LazyLock::new(Mutex::default);
+static NODES: LazyLock<Mutex<HashMap<Box<str>, Entry>>> = LazyLock::new(Mutex::default);
 
-fn nodes() -> std::sync::MutexGuard<'static, Nodes> {
+fn nodes() -> std::sync::MutexGuard<'static, HashMap<Box<str>, Entry>> {
     NODES.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
@@ -35,26 +48,31 @@ fn nodes() -> std::sync::MutexGuard<'static, Nodes> {
 /// Dropping the last share without [`deleted`](Self::deleted) makes its fate unknown.
 #[derive(Debug)]
 pub(crate) struct LocalNode {
+    id: u64,
     path: Box<str>,
     fate: watch::Sender<Fate>,
 }
 
-/// Registers our node under `parent`, known by its protected `prefix` (`_c_<uuid>-`), present.
-/// Registered before its `create` is sent, so that no listing can show the node to a waiter of
-/// this process before the waiter can find it here.
-pub(crate) fn register(parent: &str, prefix: &str) -> Arc<LocalNode> {
+/// Registers our node under `parent` on `session`, known by its protected `prefix`
+/// (`_c_<uuid>-`), present. Registered before its `create` is sent, so that no listing can
+/// show the node to a waiter of this process before the waiter can find it here.
+pub(crate) fn register(parent: &str, prefix: &str, session: SessionId) -> Arc<LocalNode> {
+    static IDS: AtomicU64 = AtomicU64::new(0);
+    let id = IDS.fetch_add(1, Ordering::Relaxed);
     let (fate, follower) = watch::channel(Fate::Present);
     let path: Box<str> = format!("{parent}/{prefix}").into();
-    nodes().insert(path.clone(), follower);
-    Arc::new(LocalNode { path, fate })
+    nodes().insert(path.clone(), Entry { id, session, fate: follower });
+    Arc::new(LocalNode { id, path, fate })
 }
 
-/// What becomes of the node `name` under `parent`, if it is a registered node of this process.
-/// `None` for the nodes of other processes and for settled ones: the caller watches those on
+/// What becomes of the node `name` under `parent`, if it is a registered node of this process
+/// on `session`. `None` for every other node and for settled ones: the caller watches those on
 /// the server.
-pub(crate) fn follow(parent: &str, name: &str) -> Option<watch::Receiver<Fate>> {
+pub(crate) fn follow(parent: &str, name: &str, session: SessionId) -> Option<watch::Receiver<Fate>> {
     let prefix = protected_prefix(name)?;
-    nodes().get(format!("{parent}/{prefix}").as_str()).cloned()
+    let nodes = nodes();
+    let entry = nodes.get(format!("{parent}/{prefix}").as_str())?;
+    (entry.session == session).then(|| entry.fate.clone())
 }
 
 impl LocalNode {
@@ -68,14 +86,23 @@ impl LocalNode {
         self.settle(Fate::Unknown);
     }
 
+    /// The first fate settled stays.
     fn settle(&self, fate: Fate) {
-        if *self.fate.borrow() != Fate::Present {
-            return;
-        }
         // Unregistered first: a waiter that looks it up afterwards watches the server instead of
         // finding a settled entry.
-        nodes().remove(&self.path);
-        self.fate.send_replace(fate);
+        {
+            let mut nodes = nodes();
+            if nodes.get(&self.path).is_some_and(|entry| entry.id == self.id) {
+                nodes.remove(&self.path);
+            }
+        }
+        self.fate.send_if_modified(|current| {
+            let first = *current == Fate::Present;
+            if first {
+                *current = fate;
+            }
+            first
+        });
     }
 }
 
@@ -92,18 +119,20 @@ mod tests {
     use crate::engine::node_name::new_protected_prefix;
 
     const PARENT: &str = "/unit-local-nodes";
+    const SESSION: SessionId = SessionId(7);
 
     #[test]
     fn a_follower_finds_the_node_by_its_name_and_sees_the_deletion() {
         let prefix = new_protected_prefix();
         let name = format!("{prefix}lock-0000000001");
-        let node = register(PARENT, &prefix);
-        let follower = follow(PARENT, &name).expect("registered");
-        assert!(follow("/unit-local-nodes-other", &name).is_none(), "another parent");
+        let node = register(PARENT, &prefix, SESSION);
+        let follower = follow(PARENT, &name, SESSION).expect("registered");
+        assert!(follow("/unit-local-nodes-other", &name, SESSION).is_none(), "another parent");
+        assert!(follow(PARENT, &name, SessionId(8)).is_none(), "another session");
         assert_eq!(*follower.borrow(), Fate::Present);
         node.deleted();
         assert_eq!(*follower.borrow(), Fate::Deleted);
-        assert!(follow(PARENT, &name).is_none(), "unregistered once settled");
+        assert!(follow(PARENT, &name, SESSION).is_none(), "unregistered once settled");
         node.unknown();
         assert_eq!(*follower.borrow(), Fate::Deleted, "a settled fate does not change");
     }
@@ -113,11 +142,23 @@ mod tests {
         let prefix = new_protected_prefix();
         let name = format!("{prefix}__WRIT__0000000002");
         let follower = {
-            let _node = register(PARENT, &prefix);
-            follow(PARENT, &name).expect("registered")
+            let _node = register(PARENT, &prefix, SESSION);
+            follow(PARENT, &name, SESSION).expect("registered")
         };
         assert_eq!(*follower.borrow(), Fate::Unknown);
-        assert!(follow(PARENT, &name).is_none());
-        assert!(follow(PARENT, "__lock__0000000003").is_none(), "not a protected name");
+        assert!(follow(PARENT, &name, SESSION).is_none());
+        assert!(follow(PARENT, "__lock__0000000003", SESSION).is_none(), "not a protected name");
+    }
+
+    #[test]
+    fn an_old_registration_of_the_same_prefix_does_not_unregister_the_new_one() {
+        let prefix = new_protected_prefix();
+        let name = format!("{prefix}lock-0000000004");
+        let old = register(PARENT, &prefix, SESSION);
+        let new = register(PARENT, &prefix, SESSION);
+        drop(old);
+        let follower = follow(PARENT, &name, SESSION).expect("the new registration");
+        new.deleted();
+        assert_eq!(*follower.borrow(), Fate::Deleted);
     }
 }

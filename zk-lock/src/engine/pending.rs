@@ -36,8 +36,9 @@ impl PendingNode {
         Self { session, parent: parent.to_owned(), prefix, state: State::Nothing, shared_locally: false, local: None }
     }
 
-    /// A node in a lock queue, which other waiters of this process may wait behind: they follow
-    /// it through [`local_nodes`] once it is created.
+    /// A node in a lock queue, which other waiters on its session may wait behind: they follow
+    /// it through [`local_nodes`]. Its owner must watch it while it waits (see
+    /// `acquire::wait_in_queue`), so that a deletion by someone else settles its fate.
     pub(super) fn in_queue(session: Arc<Session>, parent: &str, prefix: String) -> Self {
         let mut node = Self::new(session, parent, prefix);
         node.shared_locally = true;
@@ -48,11 +49,13 @@ impl PendingNode {
         &self.prefix
     }
 
+    /// Call before the `create` is sent: zookeeper-client sends a request when it is made.
     pub(super) fn sent(&mut self) {
         if self.shared_locally {
             // The previous attempt's registration (same prefix) goes first.
             self.local = None;
-            self.local = Some(local_nodes::register(&self.parent, &self.prefix));
+            let session = self.session.zk.session_id();
+            self.local = Some(local_nodes::register(&self.parent, &self.prefix, session));
         }
         self.state = State::Sent(None);
     }
