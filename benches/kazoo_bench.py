@@ -12,7 +12,7 @@ command prints `error <message>` and then `clean`. `quit` (or EOF) ends it.
 Commands (times in milliseconds; every loop is bounded in count and in time):
   floor <path> <warm> <n> <budget-ms>
   uncontended <mutex|write|read|semaphore> <path> <warm> <n> <budget-ms>
-  contended <path> <sessions> <warm-ms> <measure-ms>
+  contended <path> <sessions> <warm-ms> <measure-ms> [one-session]
   drain <path> <waiters> <timeout-ms>
 
 Latencies are printed in microseconds; the bench computes every statistic itself.
@@ -98,8 +98,8 @@ class Bench:
             return self.floor(args[0], int(args[1]), int(args[2]), int(args[3]))
         if command == "uncontended" and len(args) == 5:
             return self.uncontended(args[0], args[1], int(args[2]), int(args[3]), int(args[4]))
-        if command == "contended" and len(args) == 4:
-            return self.contended(args[0], int(args[1]), int(args[2]), int(args[3]))
+        if command == "contended" and (len(args) == 4 or (len(args) == 5 and args[4] == "one-session")):
+            return self.contended(args[0], int(args[1]), int(args[2]), int(args[3]), len(args) == 5)
         if command == "drain" and len(args) == 3:
             return self.drain(args[0], int(args[1]), int(args[2]))
         raise ValueError("bad command: %s %s" % (command, " ".join(args)))
@@ -176,11 +176,13 @@ class Bench:
 
     # ---- contended ------------------------------------------------------------------------
 
-    def contended(self, path, sessions, warm_ms, measure_ms):
+    def contended(self, path, sessions, warm_ms, measure_ms, one_session=False):
         locks = []
         for _ in range(sessions):
-            client = connect(self.hosts)
-            self.extra.append(client)
+            client = self.main
+            if not one_session:
+                client = connect(self.hosts)
+                self.extra.append(client)
             locks.append(client.Lock(path))
         state = {"holders": 0, "violations": 0, "max_holders": 0, "grants_total": 0}
         guard = threading.Lock()

@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Rows: `floor` (raw create/delete/list), `uncontended` (acquire + release), `contended`
-//! (W sessions on one mutex), `contended-processes` (the same, one OS process per session: this
+//! (W sessions on one mutex), `contended-tasks` (W tasks or threads sharing one session, as a
+//! process with one client does), `contended-processes` (W sessions, one OS process each: this
 //! binary re-run with the hidden `--contender` arguments), `drain` (N queued waiters released in
 //! turn), `memory` (bytes per waiting acquisition and per held guard in this process). Request
 //! counts come from the server's own counters (`mntr`), read around each client's measurement.
@@ -54,7 +55,8 @@ usage: bench [--quick] [--rows LIST] [--clients LIST] [--out PATH]
        bench --median [--out PATH] REPORT.json...
 
   --quick           a ~30 s smoke run: fewer cycles, shorter windows, smaller queues
-  --rows LIST       comma-separated: floor,uncontended,contended,contended-processes,drain,
+  --rows LIST       comma-separated: floor,uncontended,contended,contended-tasks,
+                    contended-processes,drain,
                     memory (default: all)
   --clients LIST    comma-separated: zk-lock,zookeeper-client,curator,kazoo (default: all)
   --out PATH        where to write the JSON report (default: target/bench/results.json)
@@ -72,15 +74,17 @@ enum Row {
     Floor,
     Uncontended,
     Contended,
+    ContendedTasks,
     ContendedProcesses,
     Drain,
     Memory,
 }
 
-const ROWS: [(&str, Row); 6] = [
+const ROWS: [(&str, Row); 7] = [
     ("floor", Row::Floor),
     ("uncontended", Row::Uncontended),
     ("contended", Row::Contended),
+    ("contended-tasks", Row::ContendedTasks),
     ("contended-processes", Row::ContendedProcesses),
     ("drain", Row::Drain),
     ("memory", Row::Memory),
@@ -409,7 +413,8 @@ async fn run(opts: &Opts, server: &TestingServer, data: (PathBuf, bool)) -> Exit
         match row {
             Row::Floor => floor_row(&mut ctx).await,
             Row::Uncontended => uncontended_row(&mut ctx).await,
-            Row::Contended => contended_row(&mut ctx).await,
+            Row::Contended => contended_row(&mut ctx, "contended").await,
+            Row::ContendedTasks => contended_row(&mut ctx, "contended-tasks").await,
             Row::ContendedProcesses => contended_processes_row(&mut ctx).await,
             Row::Drain => drain_row(&mut ctx).await,
             Row::Memory => memory_row(&mut ctx).await,
@@ -667,21 +672,27 @@ async fn uncontended_row(ctx: &mut Ctx<'_>) {
     }
 }
 
-async fn contended_row(ctx: &mut Ctx<'_>) {
+/// The `contended` row (W sessions, one per contender) or, as `contended-tasks`, W contenders
+/// sharing one session.
+async fn contended_row(ctx: &mut Ctx<'_>, section: &'static str) {
     let (warm, measure) = (ctx.opts.contended_warm, ctx.opts.contended_measure);
+    let one_session = section == "contended-tasks";
     for sessions in ctx.opts.sessions.clone() {
         for client in ctx.opts.clients.clone() {
-            let path = path_of(client, "contended", &format!("w{sessions}"));
+            let path = path_of(client, section, &format!("w{sessions}"));
             let measured = match client.native() {
-                Some(kind) => native::contended(kind, &ctx.connect, ctx.server, &path, sessions, warm, measure).await,
+                Some(kind) => {
+                    native::contended(kind, &ctx.connect, ctx.server, &path, sessions, warm, measure, one_session).await
+                }
                 None => {
-                    let command = format!("contended {path} {sessions} {} {}", ms(warm), ms(measure));
+                    let shared = if one_session { " one-session" } else { "" };
+                    let command = format!("contended {path} {sessions} {} {}{shared}", ms(warm), ms(measure));
                     on_peer(ctx, client, command, None, warm + measure + Duration::from_secs(90)).await
                 }
             };
             let record = match measured {
-                Ok(m) => report::contended("contended", client.name(), sessions, &m),
-                Err(e) => Record::failed("contended", format!("W={sessions}"), client.name(), e),
+                Ok(m) => report::contended(section, client.name(), sessions, &m),
+                Err(e) => Record::failed(section, format!("W={sessions}"), client.name(), e),
             };
             log_contended(&record);
             ctx.records.push(record);

@@ -40,8 +40,10 @@ import org.apache.zookeeper.KeeperException;
  *   <li>{@code floor <path> <warm> <n> <budget-ms>}: raw create, delete and getChildren.
  *   <li>{@code uncontended <mutex|write|read|semaphore> <path> <warm> <n> <budget-ms>}:
  *       acquire + release cycles with nobody else around.
- *   <li>{@code contended <path> <sessions> <warm-ms> <measure-ms>}: one thread and one session
- *       per contender, all looping on one InterProcessMutex, with a holder counter.
+ *   <li>{@code contended <path> <sessions> <warm-ms> <measure-ms> [one-session]}: one thread and
+ *       one session per contender, all looping on one InterProcessMutex path, with a holder
+ *       counter; with {@code one-session}, the threads share the peer's main session (each with
+ *       its own InterProcessMutex).
  *   <li>{@code drain <path> <waiters> <timeout-ms>}: a holder, then {@code waiters} threads
  *       queued on one session; after {@code go} the holder releases and every waiter takes and
  *       releases the lock in turn.
@@ -140,8 +142,11 @@ public final class CuratorBench {
                 return uncontended(a[0], a[1], Integer.parseInt(a[2]), Integer.parseInt(a[3]),
                         Long.parseLong(a[4]));
             case "contended":
-                need(a, 4, "contended <path> <sessions> <warm-ms> <measure-ms>");
-                return contended(a[0], Integer.parseInt(a[1]), Long.parseLong(a[2]), Long.parseLong(a[3]));
+                if (a.length != 5 || !a[4].equals("one-session")) {
+                    need(a, 4, "contended <path> <sessions> <warm-ms> <measure-ms> [one-session]");
+                }
+                return contended(a[0], Integer.parseInt(a[1]), Long.parseLong(a[2]), Long.parseLong(a[3]),
+                        a.length == 5);
             case "drain":
                 need(a, 3, "drain <path> <waiters> <timeout-ms>");
                 return drain(a[0], Integer.parseInt(a[1]), Long.parseLong(a[2]));
@@ -323,11 +328,15 @@ public final class CuratorBench {
 
     // ---- contended ------------------------------------------------------------------------------
 
-    private String contended(String path, int sessions, long warmMs, long measureMs) throws Exception {
+    private String contended(String path, int sessions, long warmMs, long measureMs, boolean oneSession)
+            throws Exception {
         List<InterProcessMutex> mutexes = new ArrayList<>();
         for (int i = 0; i < sessions; i++) {
-            CuratorFramework client = connect(connectString);
-            extra.add(client);
+            CuratorFramework client = main;
+            if (!oneSession) {
+                client = connect(connectString);
+                extra.add(client);
+            }
             mutexes.add(new InterProcessMutex(client, path));
         }
         AtomicInteger holders = new AtomicInteger();

@@ -518,6 +518,7 @@ impl Contender {
 }
 
 /// `sessions` contenders, one session each, loop on one mutex for `warm + measure`.
+#[allow(clippy::too_many_arguments)]
 pub async fn contended(
     kind: Native,
     connect: &str,
@@ -526,14 +527,18 @@ pub async fn contended(
     sessions: usize,
     warm: Duration,
     measure: Duration,
+    one_session: bool,
 ) -> Res<Measured> {
     let shared = Arc::new(Shared::default());
     let mut zk_lock_clients = Vec::new();
     let mut zk_clients = Vec::new();
-    for _ in 0..sessions {
-        match kind {
-            Native::ZkLock => zk_lock_clients.push(connect_zk_lock(connect).await?),
-            Native::ZkClient => zk_clients.push(connect_zk_client(connect).await?),
+    for i in 0..sessions {
+        // With `one_session`, every contender gets a handle on the first session.
+        match (kind, one_session && i > 0) {
+            (Native::ZkLock, false) => zk_lock_clients.push(connect_zk_lock(connect).await?),
+            (Native::ZkLock, true) => zk_lock_clients.push(zk_lock_clients[0].clone()),
+            (Native::ZkClient, false) => zk_clients.push(connect_zk_client(connect).await?),
+            (Native::ZkClient, true) => zk_clients.push(zk_clients[0].clone()),
         }
     }
     tokio::time::sleep(SETTLE).await;

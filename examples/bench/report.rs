@@ -100,7 +100,7 @@ pub fn uncontended(client: &'static str, case: &str, m: &Measured) -> Record {
     record
 }
 
-/// A `contended` or `contended-processes` cell.
+/// A `contended`, `contended-tasks` or `contended-processes` cell.
 pub fn contended(section: &'static str, client: &'static str, sessions: usize, m: &Measured) -> Record {
     let mut record = Record::new(section, format!("W={sessions}"), client);
     let waits = m.result.nums("wait_us");
@@ -321,6 +321,11 @@ pub fn print_tables(records: &[Record]) {
         contended_rows("contended"),
     );
     print_table(
+        "contended mutex, W tasks sharing one session (one client per process): as above",
+        &header,
+        contended_rows("contended-tasks"),
+    );
+    print_table(
         "contended mutex, one OS process per session: as above, no in-process hand-off (violations: held \
          intervals overlapping on the wall clock)",
         &header,
@@ -520,6 +525,17 @@ pub fn targets(records: &[Record]) -> Vec<Target> {
         1.0,
         false,
     ));
+    let shared = |client| f("contended-tasks", "W=8", client, "locks_per_s");
+    out.push(info(
+        "(info) contended W=8, tasks sharing one session: locks/s vs Curator",
+        shared("zk-lock"),
+        shared("curator"),
+    ));
+    out.push(info(
+        "(info) contended W=8, tasks sharing one session: locks/s vs zookeeper-client",
+        shared("zk-lock"),
+        shared("zookeeper-client"),
+    ));
     let across = |client| f("contended-processes", "W=8", client, "locks_per_s");
     out.push(info(
         "(info) contended W=8, one process per session: locks/s vs zookeeper-client",
@@ -599,6 +615,7 @@ pub fn records_of(report: &Json) -> Result<Vec<Record>, String> {
             "floor" => "floor",
             "uncontended" => "uncontended",
             "contended" => "contended",
+            "contended-tasks" => "contended-tasks",
             "contended-processes" => "contended-processes",
             "drain" => "drain",
             "memory" => "memory",
