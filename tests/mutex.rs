@@ -313,16 +313,27 @@ async fn a_waiter_of_another_session_goes_on_when_the_holders_session_expires() 
     assert!(!holder.is_held());
 }
 
+/// Starts a waiter on a session of its own behind `holder` and returns it once queued, with the
+/// name of its node.
+async fn queue_behind(
+    client: &zk_lock::Client,
+    holder: &zk_lock::MutexGuard,
+) -> (tokio::task::JoinHandle<Result<zk_lock::MutexGuard, Error>>, String) {
+    let path = holder.node_path().rsplit_once('/').unwrap().0.to_owned();
+    let mutex = Mutex::with_client(&new_client().await, &path);
+    let waiter = tokio::spawn(async move { mutex.lock_timeout(Duration::from_secs(30)).await });
+    let queued = wait_for_children(client, &path, |c| c.len() == 2).await;
+    let holder_node = holder.node_path().rsplit('/').next().unwrap();
+    let waiting = queued.into_iter().find(|node| node != holder_node).unwrap();
+    (waiter, waiting)
+}
+
 #[tokio::test]
 async fn a_revocation_written_to_a_waiting_node_is_seen_once_it_is_granted() {
     let path = format!("{PATH}/revoked-while-waiting");
     let client = new_client().await;
     let holder = Mutex::with_client(&client, &path).lock().await.unwrap();
-    let mutex = Mutex::with_client(&new_client().await, &path);
-    let waiter = tokio::spawn(async move { mutex.lock_timeout(Duration::from_secs(30)).await });
-    let queued = wait_for_children(&client, &path, |c| c.len() == 2).await;
-    let holder_node = holder.node_path().rsplit('/').next().unwrap().to_owned();
-    let waiting = queued.into_iter().find(|node| *node != holder_node).unwrap();
+    let (waiter, waiting) = queue_behind(&client, &holder).await;
     client.zookeeper().set_data(&format!("{path}/{waiting}"), b"__REVOKE__", None).await.unwrap();
     holder.release().await.unwrap();
     let guard = waiter.await.unwrap().expect("granted");
@@ -336,11 +347,7 @@ async fn a_waiter_whose_node_is_deleted_queues_again_instead_of_taking_a_lost_lo
     let path = format!("{PATH}/waiter-deleted");
     let client = new_client().await;
     let holder = Mutex::with_client(&client, &path).lock().await.unwrap();
-    let mutex = Mutex::with_client(&new_client().await, &path);
-    let waiter = tokio::spawn(async move { mutex.lock_timeout(Duration::from_secs(30)).await });
-    let queued = wait_for_children(&client, &path, |c| c.len() == 2).await;
-    let holder_node = holder.node_path().rsplit('/').next().unwrap().to_owned();
-    let deleted = queued.into_iter().find(|node| *node != holder_node).unwrap();
+    let (waiter, deleted) = queue_behind(&client, &holder).await;
 
     client.zookeeper().delete(&format!("{path}/{deleted}"), None).await.unwrap();
     wait_for_children(&client, &path, |c| c.len() == 2 && !c.contains(&deleted)).await;

@@ -69,18 +69,24 @@ async fn hand_written(client: &zk_lock::Client, tag: &str) -> zk_lock::Result<()
     Ok(())
 }
 
+/// The client both forms of the benchmark function share, installed under the name the
+/// attribute uses, and the function's path argument for `path`.
+async fn annotated_client(connect: &str, path: &str) -> Res<(zk_lock::Client, String)> {
+    let client = zk_lock::Client::builder(connect)
+        .session_timeout(SESSION_TIMEOUT)
+        .install_as(ANNOTATED_CLIENT)
+        .await
+        .map_err(err("connect"))?;
+    Ok((client, path.rsplit('/').next().unwrap_or("fn").to_owned()))
+}
+
 /// `#[zk_lock]` calls and the same function with a hand-written guard, called in turn in one
 /// loop on one session, so that both see the same server and machine at the same time (the
 /// attribute's overhead is a few percent at most, less than the drift between two loops run one
 /// after the other). Returns the hand-written calls, then the annotated ones; the server's
 /// request count of the loop is split evenly between them (both send the same requests).
 pub async fn annotated_and_by_hand(connect: &str, server: SocketAddr, path: &str, plan: Plan) -> Res<[Measured; 2]> {
-    let client = zk_lock::Client::builder(connect)
-        .session_timeout(SESSION_TIMEOUT)
-        .install_as(ANNOTATED_CLIENT)
-        .await
-        .map_err(err("connect"))?;
-    let tag = path.rsplit('/').next().unwrap_or("fn").to_owned();
+    let (client, tag) = annotated_client(connect, path).await?;
     for _ in 0..plan.warm {
         annotated(&tag).await.map_err(err("call"))?;
         hand_written(&client, &tag).await.map_err(err("call"))?;
@@ -372,13 +378,7 @@ pub async fn uncontended(
                 Recipe::Annotated | Recipe::AnnotatedApart | Recipe::HandWritten => {
                     // The benchmark measures `HandWritten` and `Annotated` together, in turn
                     // (`annotated_and_by_hand`); this measures either alone.
-                    // Both forms share one client, installed under the name the attribute uses.
-                    let client = zk_lock::Client::builder(connect)
-                        .session_timeout(SESSION_TIMEOUT)
-                        .install_as(ANNOTATED_CLIENT)
-                        .await
-                        .map_err(err("connect"))?;
-                    let tag = path.rsplit('/').next().unwrap_or("fn").to_owned();
+                    let (client, tag) = annotated_client(connect, path).await?;
                     let by_hand = recipe == Recipe::HandWritten;
                     let apart = recipe == Recipe::AnnotatedApart;
                     let zk = client.zookeeper();
