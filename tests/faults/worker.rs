@@ -544,10 +544,10 @@ impl Worker {
             false => Written::Rejected,
         };
         emit(Line::from(&LateWrite { proc: id.clone(), path, token, at: now_ns(), write: late }));
-        emit(Line::new("event").with("proc", id).with("name", "manual-held").with("held", manual.is_held()));
         // Its loss is known by now: let the task report it before this worker reports its end
         // (and may be told to exit). If `lost()` never resolves, the parent's check fails.
         let _ = tokio::time::timeout(ACQUIRE_TIMEOUT, manual_lost).await;
+        emit(Line::new("event").with("proc", id).with("name", "manual-held").with("held", manual.is_held()));
         let released = manual.release().await;
         emit(Line::new("event").with("proc", id).with("name", "manual-released").with("msg", format!("{released:?}")));
     }

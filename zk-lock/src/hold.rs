@@ -27,6 +27,8 @@ pub(crate) struct Hold {
     pub node_path: String,
     pub token: i64,
     session: Arc<Session>,
+    /// The session's loss count when the lock was granted.
+    losses_seen: u64,
     /// What the tracing events say about this hold.
     trace: trace::Held,
     state: watch::Receiver<NodeState>,
@@ -58,6 +60,7 @@ impl Hold {
             node_path: granted.node_path,
             token: granted.token,
             session: granted.session,
+            losses_seen: granted.losses_seen,
             trace,
             state,
             released,
@@ -104,8 +107,11 @@ impl Hold {
         }
     }
 
+    /// Also false as soon as the session is known lost, before the watch task reports it.
     pub(crate) fn is_held(&self) -> bool {
-        !self.released.load(Ordering::Acquire) && self.lost_reason().is_none()
+        !self.released.load(Ordering::Acquire)
+            && self.lost_reason().is_none()
+            && self.session.health().losses == self.losses_seen
     }
 
     pub(crate) fn lost_error(&self, reason: LostReason) -> Error {
