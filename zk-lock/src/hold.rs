@@ -107,11 +107,13 @@ impl Hold {
         }
     }
 
-    /// Also false as soon as the session is known lost, before the watch task reports it.
+    /// Also false as soon as the session is known lost (its client says it ended, or our
+    /// session watch counted a loss), before the watch task on the node reports it.
     pub(crate) fn is_held(&self) -> bool {
         !self.released.load(Ordering::Acquire)
             && self.lost_reason().is_none()
             && self.session.health().losses == self.losses_seen
+            && !self.session.zk.state().is_terminated()
     }
 
     pub(crate) fn lost_error(&self, reason: LostReason) -> Error {
