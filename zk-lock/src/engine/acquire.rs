@@ -103,7 +103,9 @@ pub(crate) async fn acquire(client: &Client, spec: &LockSpec<'_>, wait: Wait) ->
                 pending.remove().await;
                 return Err(error.at_path(spec.path));
             }
-            Failed::NodeVanished => pending.forget(),
+            // Deleted as far as we know; deleting it again costs nothing if so and leaves nothing
+            // behind if not.
+            Failed::NodeVanished => pending.remove().await,
             Failed::SessionGone => {
                 // The node went with the session; queue again on a new one if we can open it.
                 pending.forget();
@@ -326,6 +328,19 @@ pub(super) async fn wait_for_grant(
     }
 }
 
+/// Resolves once our waiting node is gone, as its watch says and the server confirms after a
+/// `sync`: a watch re-set on a server that has not caught up yet can report a deletion that did
+/// not happen, and queueing again would then leave the node behind in the queue.
+async fn own_node_gone(zk: &ZkClient, own_watch: &mut OwnWatch, path: &str) {
+    loop {
+        own_watch.until_deleted(|_| {}).await;
+        let synced = matches!(zk.sync(path).await, Ok(()) | Err(ZkError::NoNode));
+        if synced && matches!(zk.check_stat(path).await, Ok(None)) {
+            return;
+        }
+    }
+}
+
 /// What a node waiting in the queue does besides waiting.
 struct Waiting<'a> {
     wait: Wait,
@@ -367,11 +382,12 @@ async fn wait_in_queue(
         }
         let recheck = spec.rules.recheck_after.is_some_and(|kind| blockers.iter().any(|b| b.contains(kind)));
         let ahead_gone = wait_until_gone(zk, spec.path, blockers);
+        let own_path = format!("{}/{name}", spec.path);
         match waiting.own_watch.as_deref_mut().and_then(Option::as_mut) {
             Some(own_watch) => tokio::select! {
                 // Our node's deletion first: granting it would hand out a lock already lost.
                 biased;
-                () = own_watch.until_deleted(|_| {}) => {
+                () = own_node_gone(zk, own_watch, &own_path) => {
                     trace::deleted_while_waiting(name);
                     return Ok(None);
                 }
