@@ -152,7 +152,9 @@ impl Hold {
         }
         let Some(delete) = delete else { return Ok(()) };
         let deleted = delete.await;
-        tell_waiters(self.local.as_deref(), &deleted);
+        if let Some(local) = &self.local {
+            local.delete_replied(&deleted);
+        }
         match deleted {
             Ok(()) => {
                 self.trace.released(false);
@@ -180,14 +182,6 @@ impl Hold {
         }
         drop(holds);
         Some(delete_with_retry(&self.session.zk, self.node_path.clone()))
-    }
-}
-
-/// Tells the waiters of this process behind our node that it is gone, when the reply to our
-/// delete says so (`NoNode`: someone deleted it before us).
-fn tell_waiters(local: Option<&LocalNode>, deleted: &std::result::Result<(), ZkError>) {
-    if let (Some(local), Ok(()) | Err(ZkError::NoNode)) = (local, deleted) {
-        local.deleted();
     }
 }
 
@@ -227,7 +221,9 @@ impl Drop for Hold {
                 let local = self.local.clone();
                 background::spawn(async move {
                     let deleted = delete.await;
-                    tell_waiters(local.as_deref(), &deleted);
+                    if let Some(local) = &local {
+                        local.delete_replied(&deleted);
+                    }
                     match deleted {
                         Ok(()) => trace.released(true),
                         Err(error) => {

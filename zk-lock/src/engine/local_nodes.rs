@@ -81,6 +81,14 @@ impl LocalNode {
         self.settle(Fate::Deleted);
     }
 
+    /// The reply to the owner's own delete of the node: OK, or `NoNode` (someone deleted it
+    /// first), means it is gone; any other error leaves it to the session's end.
+    pub(crate) fn delete_replied(&self, reply: &Result<(), zookeeper_client::Error>) {
+        if matches!(reply, Ok(()) | Err(zookeeper_client::Error::NoNode)) {
+            self.deleted();
+        }
+    }
+
     /// The owner cannot tell any more: the waiters behind it watch it on the server.
     pub(crate) fn unknown(&self) {
         self.settle(Fate::Unknown);

@@ -94,7 +94,12 @@ impl PendingNode {
             State::Nothing => {}
             State::Sent(Some(name)) => {
                 let delete = delete_with_retry(&self.session.zk, format!("{}/{name}", self.parent));
-                background::spawn(async move { settle(local, delete.await) });
+                background::spawn(async move {
+                    let reply = delete.await;
+                    if let Some(local) = local {
+                        local.delete_replied(&reply);
+                    }
+                });
             }
             State::Sent(None) => {
                 let zk = self.session.zk.clone();
@@ -127,14 +132,9 @@ async fn remove_node(
             _ => return,
         },
     };
-    settle(local, delete_with_retry(&zk, format!("{parent}/{name}")).await);
-}
-
-/// Tells the waiters of this process how our delete ended. `NoNode` means the node was gone
-/// already; after any other error only the session's end will remove it.
-fn settle(local: Option<Arc<LocalNode>>, deleted: Result<(), ZkError>) {
-    if let (Some(local), Ok(()) | Err(ZkError::NoNode)) = (local, deleted) {
-        local.deleted();
+    let reply = delete_with_retry(&zk, format!("{parent}/{name}")).await;
+    if let Some(local) = local {
+        local.delete_replied(&reply);
     }
 }
 
