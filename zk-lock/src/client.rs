@@ -11,7 +11,7 @@ use crate::background;
 use crate::error::{Error, Result};
 use crate::hold::Hold;
 use crate::path::validate_lock_path;
-use crate::session::Session;
+use crate::session::{Reopen, ReopenFuture, Session};
 
 /// Session timeout asked of the server unless the builder says otherwise.
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -36,6 +36,9 @@ struct ClientInner {
     config: ClientConfig,
     session: RwLock<Arc<Session>>,
     renewing: tokio::sync::Mutex<()>,
+    /// Every session opened that ZooKeeper has not confirmed ended: the current one, and those
+    /// being retired (see `session::retire`).
+    sessions: StdMutex<Vec<Arc<Session>>>,
     /// Locks held through this client, by lock path and recipe, for re-entrancy.
     holds: StdMutex<HashMap<String, Weak<Hold>>>,
 }
@@ -100,13 +103,15 @@ impl Client {
             tls: None,
             renewable: false,
         };
-        Self::with_session(config, Session::new(zk))
+        // No connect string to reach the session again: it is reported lost, never retired.
+        Self::with_session(config, Session::new(zk, None))
     }
 
     fn with_session(config: ClientConfig, session: Arc<Session>) -> Self {
         let inner = ClientInner {
             config,
-            session: RwLock::new(session),
+            session: RwLock::new(session.clone()),
+            sessions: StdMutex::new(vec![session]),
             renewing: tokio::sync::Mutex::new(()),
             holds: StdMutex::new(HashMap::new()),
         };
@@ -159,7 +164,19 @@ impl Client {
         }
         let fresh = open_session(self.inner.config.clone()).await?;
         *self.inner.session.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
+        let mut sessions = self.inner.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        sessions.retain(|session| !session.ledger().has_ended());
+        sessions.push(fresh.clone());
         Ok(fresh)
+    }
+
+    /// Every session of this client that ZooKeeper has not confirmed ended, the current one last.
+    #[cfg(feature = "testing")]
+    pub(crate) fn open_sessions(&self) -> Vec<Arc<Session>> {
+        let mut sessions = self.inner.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.current_session();
+        sessions.retain(|session| Arc::ptr_eq(session, &current) || !session.ledger().has_ended());
+        sessions.clone()
     }
 
     /// Whether a new session can replace an expired one.
@@ -411,7 +428,7 @@ async fn open_session(config: ClientConfig) -> Result<Arc<Session>> {
                 format!("no session within {connect_timeout:?}; {}", config.unreachable_hint()),
             )
         })??;
-        Ok::<_, Error>(Session::new(zk))
+        Ok::<_, Error>(Session::new(zk, Some(reopen(config))))
     });
     // Dropping a JoinHandle does not stop its task: abort it if we are cancelled (aborting a
     // finished task does nothing).
@@ -462,20 +479,7 @@ fn check_acl(config: &ClientConfig) -> Result<()> {
 }
 
 async fn connect(config: &ClientConfig) -> Result<zookeeper_client::Client> {
-    let mut connector = zookeeper_client::Client::connector().with_session_timeout(config.session_timeout);
-    for (scheme, credentials) in &config.auth {
-        connector = connector.with_auth(scheme, credentials);
-    }
-    #[cfg(feature = "tls")]
-    if let Some(tls) = &config.tls {
-        let options = tls_options(tls).map_err(|reason| connect_error(&config.connect_string, reason))?;
-        connector = connector.with_tls(options);
-    }
-    let connecting = match () {
-        #[cfg(feature = "tls")]
-        () if config.tls.is_some() => connector.secure_connect(&config.connect_string).await,
-        () => connector.connect(&config.connect_string).await,
-    };
+    let connecting = dial(config, connector(config)?).await;
     let zk = connecting.map_err(|e| connect_error(&config.connect_string, describe_connect_failure(&e)))?;
     let Some(namespace) = &config.namespace else { return Ok(zk) };
     let options = CreateMode::Persistent.with_acls(acls_of(config.acl.as_deref()));
@@ -488,6 +492,43 @@ async fn connect(config: &ClientConfig) -> Result<zookeeper_client::Client> {
     }
     zk.chroot(namespace.as_str())
         .map_err(|_| Error::invalid_path(namespace, "not a valid namespace; use an absolute path like `/my-service`"))
+}
+
+/// zookeeper-client's connector with the client's session timeout, credentials and TLS.
+fn connector(config: &ClientConfig) -> Result<zookeeper_client::Connector> {
+    let mut connector = zookeeper_client::Client::connector().with_session_timeout(config.session_timeout);
+    for (scheme, credentials) in &config.auth {
+        connector = connector.with_auth(scheme, credentials);
+    }
+    #[cfg(feature = "tls")]
+    if let Some(tls) = &config.tls {
+        let options = tls_options(tls).map_err(|reason| connect_error(&config.connect_string, reason))?;
+        connector = connector.with_tls(options);
+    }
+    Ok(connector)
+}
+
+async fn dial(
+    config: &ClientConfig,
+    connector: zookeeper_client::Connector,
+) -> std::result::Result<zookeeper_client::Client, ZkError> {
+    match () {
+        #[cfg(feature = "tls")]
+        () if config.tls.is_some() => connector.secure_connect(&config.connect_string).await,
+        () => connector.connect(&config.connect_string).await,
+    }
+}
+
+/// How a retired session of this client is reached again to close it (see `session::retire`).
+fn reopen(config: ClientConfig) -> Reopen {
+    let config = Arc::new(config);
+    Arc::new(move |session| {
+        let config = config.clone();
+        Box::pin(async move {
+            let connector = connector(&config).map_err(|_| ZkError::BadArguments(&"unusable client settings"))?;
+            dial(&config, connector.with_session(session)).await
+        }) as ReopenFuture
+    })
 }
 
 /// zookeeper-client's options for `tls`; rustls' process-wide crypto provider is installed

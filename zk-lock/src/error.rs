@@ -104,8 +104,9 @@ pub enum LostReason {
     SessionExpired,
     /// The client was closed or failed authentication.
     SessionClosed,
-    /// The connection has been down longer than the session timeout, so the server has
-    /// most likely expired the session already (Curator's "simulated" loss).
+    /// The server has not answered for 3/5 of the session timeout: it could expire the session
+    /// soon after, and grant the lock to someone else. The lock is given up before that can
+    /// happen, and the session is closed (and replaced) as soon as the server is reachable.
     ConnectionLost,
     /// Somebody else deleted the lock node.
     NodeDeleted,
@@ -116,7 +117,9 @@ impl std::fmt::Display for LostReason {
         f.write_str(match self {
             Self::SessionExpired => "the zookeeper session expired",
             Self::SessionClosed => "the zookeeper client was closed",
-            Self::ConnectionLost => "the connection was down longer than the session timeout",
+            Self::ConnectionLost => {
+                "no reply from zookeeper for 3/5 of the session timeout; the session is given up before the server could expire it"
+            }
             Self::NodeDeleted => "the lock node was deleted by someone else",
         })
     }

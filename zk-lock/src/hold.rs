@@ -9,7 +9,7 @@ use zookeeper_client::Error as ZkError;
 
 use crate::background;
 use crate::client::Client;
-use crate::engine::{delete_with_retry, Granted, LocalNode};
+use crate::engine::{delete_with_retry, Claim, Granted, LocalNode};
 use crate::error::{Error, LostReason, Result};
 use crate::node_watch::{watch_own_node, NodeState};
 use crate::session::Session;
@@ -36,6 +36,8 @@ pub(crate) struct Hold {
     released: Arc<AtomicBool>,
     /// Tells the waiters of this process behind our node when it is deleted.
     local: Option<Arc<LocalNode>>,
+    /// Our responsibility for the node until ZooKeeper confirms it is gone.
+    claim: Option<Claim>,
 }
 
 impl Hold {
@@ -65,6 +67,7 @@ impl Hold {
             state,
             released,
             local: granted.local,
+            claim: granted.claim,
         });
         client.holds().insert(hold.key.clone(), Arc::downgrade(&hold));
         hold
@@ -145,15 +148,29 @@ impl Hold {
     }
 
     /// Deletes the node now and reports whether the lock was still ours.
-    async fn release(self) -> Result<()> {
+    async fn release(mut self) -> Result<()> {
         let delete = self.start_release();
+        let claim = self.claim.take();
         if let Some(reason) = self.lost_reason() {
+            // The delete was sent; if it does not go through, the claim deletes the node.
             return Err(self.lost_error(reason));
         }
         let Some(delete) = delete else { return Ok(()) };
-        let deleted = delete.await;
+        let deleted = tokio::select! {
+            biased;
+            deleted = delete => deleted,
+            // Declared lost while the delete waits for a reconnect: say so now; the claim (or
+            // the session's retirement) sees the node deleted.
+            reason = self.session.lost_after(self.losses_seen) => {
+                self.trace.lost(reason);
+                return Err(self.lost_error(reason));
+            }
+        };
         if let Some(local) = &self.local {
             local.delete_replied(&deleted);
+        }
+        if let Some(claim) = claim {
+            claim.gone_if_deleted(&deleted);
         }
         match deleted {
             Ok(()) => {
@@ -216,6 +233,7 @@ impl Drop for Hold {
     fn drop(&mut self) {
         // The delete request is sent here, in order; its reply is awaited in the background.
         if let Some(delete) = self.start_release() {
+            let claim = self.claim.take();
             if self.lost_reason().is_none() {
                 let trace = self.trace.clone();
                 let local = self.local.clone();
@@ -223,6 +241,9 @@ impl Drop for Hold {
                     let deleted = delete.await;
                     if let Some(local) = &local {
                         local.delete_replied(&deleted);
+                    }
+                    if let Some(claim) = claim {
+                        claim.gone_if_deleted(&deleted);
                     }
                     match deleted {
                         Ok(()) => trace.released(true),

@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use zookeeper_client::{Acls, CreateMode, Error as ZkError};
 
-use crate::background;
 use crate::client::Client;
 use crate::engine::node_name::{new_protected_prefix, sequence_of, READ, RW_READ, RW_WRITE, WRITE};
-use crate::engine::{delete_with_retry, Granted, Reconnects};
+use crate::engine::{Claim, Granted, Reconnects};
 use crate::error::{Error, Result};
 use crate::hold::Hold;
 use crate::target::{LockTarget, Patience};
@@ -196,15 +195,18 @@ impl RwLock {
         let digits = sequence_digits(writer_name).ok_or_else(|| {
             Error::invalid_path(&writer.node_path, "the write lock node has no sequence; it was not made by a lock")
         })?;
-        let node_path = format!("{}/{}{READ}{digits}", self.target.path, new_protected_prefix());
+        let prefix = new_protected_prefix();
+        let name = format!("{prefix}{READ}{digits}");
+        let node_path = format!("{}/{name}", self.target.path);
         let session = writer.session().clone();
         let losses_seen = session.health().losses;
-        // Until the node is a held lock, a cancelled downgrade deletes it.
-        let mut cleanup = DeleteOnDrop { zk: Some(session.zk.clone()), path: node_path.clone() };
+        // Until the node is a held lock, a cancelled or failed downgrade deletes it.
+        let claim = Claim::new(&session, &self.target.path, &prefix);
+        claim.named(&name);
         let token =
             create_downgrade_node(&session.zk, &node_path, &self.target.node_data(), client.node_acls()).await?;
-        cleanup.zk = None;
-        let granted = Granted { session, node_path, token, losses_seen, own_watch: None, local: None };
+        let granted =
+            Granted { session, node_path, token, losses_seen, own_watch: None, local: None, claim: Some(claim) };
         Ok(Hold::new(client, READ_KIND, self.target.key(READ_KIND), &self.target.path, granted))
     }
 }
@@ -236,22 +238,6 @@ async fn create_downgrade_node(
             Ok((stat, _)) => return Ok(stat.czxid),
             Err(ZkError::NodeExists) => return Ok(zk.get_data(node_path).await?.1.czxid),
             Err(error) => reconnects.wait(error).await?,
-        }
-    }
-}
-
-struct DeleteOnDrop {
-    zk: Option<zookeeper_client::Client>,
-    path: String,
-}
-
-impl Drop for DeleteOnDrop {
-    fn drop(&mut self) {
-        if let Some(zk) = self.zk.take() {
-            let delete = delete_with_retry(&zk, std::mem::take(&mut self.path));
-            background::spawn(async move {
-                let _ = delete.await;
-            });
         }
     }
 }

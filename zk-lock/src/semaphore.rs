@@ -268,16 +268,16 @@ impl Semaphore {
             let holds = granted
                 .leases
                 .into_iter()
-                .map(|(node_path, token)| {
-                    let key = key(&node_path);
-                    let session = granted.session.clone();
+                .map(|lease| {
+                    let key = key(&lease.node_path);
                     let lease = Granted {
-                        session,
-                        node_path,
-                        token,
+                        session: granted.session.clone(),
+                        node_path: lease.node_path,
+                        token: lease.token,
                         losses_seen: granted.losses_seen,
                         own_watch: None,
                         local: None,
+                        claim: lease.claim,
                     };
                     Hold::new(client, recipe, key, path, lease)
                 })

@@ -1,5 +1,6 @@
 //! Acquire: join the queue in one round trip, then wait with O(1) work per hand-off.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -7,6 +8,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use zookeeper_client::{Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType, MultiReadResult};
 
+use super::claim::Claim;
 use super::failed::Failed;
 use super::handoff;
 use super::local_nodes::{self, Fate, LocalNode};
@@ -66,6 +68,8 @@ pub(crate) struct Granted {
     pub own_watch: Option<OwnWatch>,
     /// How the waiters of this process behind our node learn of its deletion, if they can.
     pub local: Option<Arc<LocalNode>>,
+    /// Our responsibility for the node until ZooKeeper confirms it is gone.
+    pub claim: Option<Claim>,
 }
 
 /// Takes a place in the queue at `spec.path` and waits until the recipe's rule grants it.
@@ -79,14 +83,11 @@ pub(crate) async fn acquire(client: &Client, spec: &LockSpec<'_>, wait: Wait) ->
         let mut pending = PendingNode::in_queue(session.clone(), spec.path, new_protected_prefix());
         let mut own_watch = None;
         let attempt = attempt(&session.zk, spec, client.node_acls(), &mut pending, &mut own_watch, wait);
-        let outcome = match wait {
-            Wait::Until(deadline) => tokio::time::timeout_at(deadline, attempt).await.ok(),
-            Wait::Once | Wait::Forever => Some(attempt.await),
-        };
+        let outcome = until_deadline(wait, while_usable(&session, attempt)).await;
         let failed = match outcome {
             Some(Ok((node_path, token))) => {
-                let local = pending.grant();
-                return Ok(Granted { session, node_path, token, losses_seen, own_watch, local });
+                let (claim, local) = pending.grant();
+                return Ok(Granted { session, node_path, token, losses_seen, own_watch, local, claim });
             }
             Some(Err(failed)) => failed,
             None => {
@@ -107,16 +108,46 @@ pub(crate) async fn acquire(client: &Client, spec: &LockSpec<'_>, wait: Wait) ->
             // behind if not.
             Failed::NodeVanished => pending.remove().await,
             Failed::SessionGone => {
-                // The node went with the session; queue again on a new one if we can open it.
-                pending.forget();
-                if !client.is_renewable() {
-                    return Err(ZkError::SessionExpired.into());
-                }
-                // Let the session's state catch up with the error, so the client renews it.
-                let _ = until_connected(&session.zk).await;
+                // The node goes with the session (ended, or retired and closed as soon as it
+                // can be); queue again on a new one if we can open it.
+                pending.let_go();
+                renewal(client, &session).await?;
             }
         }
     }
+}
+
+/// The outcome of `attempt`, or `None` if `wait`'s deadline passed first.
+pub(super) async fn until_deadline<T>(wait: Wait, attempt: impl Future<Output = T>) -> Option<T> {
+    match wait {
+        Wait::Until(deadline) => tokio::time::timeout_at(deadline, attempt).await.ok(),
+        Wait::Once | Wait::Forever => Some(attempt.await),
+    }
+}
+
+/// `attempt`, given up as `SessionGone` once `session` must not be used any more (it ended, or
+/// its locks were declared lost and it is being retired).
+pub(super) async fn while_usable<T>(
+    session: &Session,
+    attempt: impl Future<Output = std::result::Result<T, Failed>>,
+) -> std::result::Result<T, Failed> {
+    tokio::select! {
+        biased;
+        () = session.terminated() => Err(Failed::SessionGone),
+        outcome = attempt => outcome,
+    }
+}
+
+/// After an attempt's session went: `Ok` once the client can open a new session.
+pub(super) async fn renewal(client: &Client, session: &Session) -> Result<()> {
+    if !client.is_renewable() {
+        return Err(ZkError::SessionExpired.into());
+    }
+    if session.is_usable() {
+        // An error said the session ended: let its state catch up, so the client renews it.
+        let _ = until_connected(&session.zk).await;
+    }
+    Ok(())
 }
 
 /// One attempt on one session. Returns the granted node's path and fencing token; if it had to
@@ -169,7 +200,7 @@ async fn join_queue(
                 (name, stat.czxid)
             }
             Err(ZkError::NoNode) => {
-                pending.forget();
+                pending.not_created();
                 create_containers(zk, spec.path, acls).await?;
                 continue;
             }

@@ -29,12 +29,13 @@ use zookeeper_client::{
     Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType, MultiReadResult, OneshotWatcher, WatchedEvent,
 };
 
-use super::acquire::{wait_for_grant, LockSpec, Wait};
+use super::acquire::{renewal, until_deadline, wait_for_grant, while_usable, LockSpec, Wait};
+use super::claim::Claim;
 use super::failed::Failed;
 use super::node_name::{new_protected_prefix, sorted_nodes, MUTEX};
 use super::parents::create_containers;
 use super::pending::{find_protected, PendingNode};
-use super::retry::{until_connected, Reconnects};
+use super::retry::Reconnects;
 use crate::background;
 use crate::client::Client;
 use crate::error::{Error, Result};
@@ -94,7 +95,15 @@ pub(crate) struct GrantedLeases {
     pub session: Arc<Session>,
     /// The session's loss count when the leases were granted.
     pub losses_seen: u64,
-    pub leases: Vec<(String, i64)>,
+    pub leases: Vec<GrantedLease>,
+}
+
+/// One granted lease node.
+pub(crate) struct GrantedLease {
+    pub node_path: String,
+    pub token: i64,
+    /// Our responsibility for the node until ZooKeeper confirms it is gone.
+    pub claim: Option<Claim>,
 }
 
 /// A node this acquisition creates (the lock node or a lease node), removed on every way out
@@ -120,11 +129,11 @@ impl OwnNode {
         self.made.as_ref().map(|(name, _)| name.as_str())
     }
 
-    /// Its full path and token, and it is no longer ours to remove.
-    fn grant(&mut self) -> Option<(String, i64)> {
-        self.pending.forget();
+    /// Its full path, token and claim: it is no longer ours to remove.
+    fn grant(&mut self) -> Option<GrantedLease> {
+        let (claim, _) = self.pending.grant();
         let (name, token) = self.made.take()?;
-        Some((format!("{}/{name}", self.parent), token))
+        Some(GrantedLease { node_path: format!("{}/{name}", self.parent), token, claim })
     }
 }
 
@@ -146,10 +155,7 @@ pub(crate) async fn acquire_leases(
         let mut lock = OwnNode::new(&session, &parents.locks, LOCK_NAME);
         let mut leases = Vec::with_capacity(spec.count);
         let attempt = attempt(&session, spec, client.node_acls(), &parents, limit, wait, &mut lock, &mut leases);
-        let outcome = match wait {
-            Wait::Until(deadline) => tokio::time::timeout_at(deadline, attempt).await.ok(),
-            Wait::Once | Wait::Forever => Some(attempt.await),
-        };
+        let outcome = until_deadline(wait, while_usable(&session, attempt)).await;
         let failed = match outcome {
             Some(Ok(())) => {
                 // Let the internal mutex go: the delete is sent now, its reply awaited in the
@@ -173,19 +179,15 @@ pub(crate) async fn acquire_leases(
                 remove_all(&mut lock, &mut leases).await;
                 return Err(error.at_path(spec.path));
             }
-            Failed::NodeVanished => {
-                lock.pending.forget();
-                remove_all(&mut lock, &mut leases).await;
-            }
+            // Deleted as far as we know; deleting it again costs nothing if so and leaves
+            // nothing behind if not.
+            Failed::NodeVanished => remove_all(&mut lock, &mut leases).await,
             Failed::SessionGone => {
-                // Every node went with the session; start again on a new one if we can open it.
-                lock.pending.forget();
-                leases.iter_mut().for_each(|lease| lease.pending.forget());
-                if !client.is_renewable() {
-                    return Err(ZkError::SessionExpired.into());
-                }
-                // Let the session's state catch up with the error, so the client renews it.
-                let _ = until_connected(&session.zk).await;
+                // Every node goes with the session (ended, or retired and closed as soon as it
+                // can be); start again on a new one if we can open it.
+                lock.pending.let_go();
+                leases.iter_mut().for_each(|lease| lease.pending.let_go());
+                renewal(client, &session).await?;
             }
         }
     }
@@ -267,7 +269,7 @@ async fn attempt(
         if !leases.iter().all(present) {
             watch = None;
             for lease in leases.iter_mut().filter(|lease| !present(lease)) {
-                lease.pending.forget();
+                // Not in a listing made after its create: gone (its claim checks again).
                 *lease = new_lease();
             }
             let mut nodes: Vec<&mut OwnNode> = leases.iter_mut().collect();
@@ -362,7 +364,7 @@ async fn create_then_list(
                     node.made = Some((name, stat.czxid));
                 }
                 Err(ZkError::NoNode) => {
-                    node.pending.forget();
+                    node.pending.not_created();
                     if !missing_parents.contains(&node.parent) {
                         missing_parents.push(node.parent.clone());
                     }
@@ -377,7 +379,7 @@ async fn create_then_list(
                             node.made = Some((name, token));
                         }
                         None => {
-                            node.pending.forget();
+                            node.pending.not_created();
                             again = true;
                         }
                     }

@@ -2,6 +2,7 @@
 //! wait for the nodes a recipe says must go first, and clean up on every way out.
 
 mod acquire;
+mod claim;
 mod failed;
 mod handoff;
 mod lease;
@@ -12,6 +13,7 @@ mod pending;
 mod retry;
 
 pub(crate) use acquire::{acquire, Granted, LockSpec, Wait};
+pub(crate) use claim::Claim;
 pub(crate) use lease::{acquire_leases, LeaseLimit, LeaseSpec};
 pub(crate) use local_nodes::LocalNode;
 pub(crate) use parents::create_containers;

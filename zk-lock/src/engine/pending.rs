@@ -6,6 +6,7 @@ use std::sync::Arc;
 use zookeeper_client::{Client as ZkClient, Error as ZkError};
 
 use super::acquire::list_children;
+use super::claim::Claim;
 use super::local_nodes::{self, LocalNode};
 use super::retry::{delete_with_retry, Reconnects};
 use crate::background;
@@ -18,22 +19,18 @@ pub(super) struct PendingNode {
     parent: String,
     /// `_c_<uuid>-`: finds the node when the reply to `create` never arrived.
     prefix: String,
-    state: State,
+    /// A `create` was sent, and ZooKeeper has not confirmed that the node is gone.
+    claim: Option<Claim>,
+    /// The node's name, once the reply to its `create` arrived.
+    name: Option<String>,
     /// Whether waiters of this process may follow the node through [`local_nodes`].
     shared_locally: bool,
     local: Option<Arc<LocalNode>>,
 }
 
-enum State {
-    /// No `create` sent yet, or the node is known to be gone.
-    Nothing,
-    /// A `create` was sent; the name is known once its reply arrived.
-    Sent(Option<String>),
-}
-
 impl PendingNode {
     pub(super) fn new(session: Arc<Session>, parent: &str, prefix: String) -> Self {
-        Self { session, parent: parent.to_owned(), prefix, state: State::Nothing, shared_locally: false, local: None }
+        Self { session, parent: parent.to_owned(), prefix, claim: None, name: None, shared_locally: false, local: None }
     }
 
     /// A node in a lock queue, which other waiters on its session may wait behind: they follow
@@ -57,32 +54,49 @@ impl PendingNode {
             let session = self.session.zk.session_id();
             self.local = Some(local_nodes::register(&self.parent, &self.prefix, session));
         }
-        self.state = State::Sent(None);
+        if self.claim.is_none() {
+            self.claim = Some(Claim::new(&self.session, &self.parent, &self.prefix));
+        }
+        self.name = None;
     }
 
     pub(super) fn created(&mut self, name: String) {
-        self.state = State::Sent(Some(name));
+        if let Some(claim) = &self.claim {
+            claim.named(&name);
+        }
+        self.name = Some(name);
     }
 
-    /// The node is gone (deleted by someone, or with its session) or is now a held lock.
-    pub(super) fn forget(&mut self) {
-        self.state = State::Nothing;
+    /// ZooKeeper said the `create` made nothing (its parent was missing).
+    pub(super) fn not_created(&mut self) {
+        if let Some(claim) = self.claim.take() {
+            claim.gone();
+        }
+        self.name = None;
         self.local = None;
     }
 
-    /// The node is granted: it is no longer ours to remove, and whoever holds it now tells the
-    /// waiters of this process behind it what becomes of it.
-    pub(super) fn grant(&mut self) -> Option<Arc<LocalNode>> {
-        let local = self.local.take();
-        self.forget();
-        local
+    /// We stop using the node without knowing it is gone (our session must not be used any
+    /// more): its claim deletes it, or the session's retirement ends it.
+    pub(super) fn let_go(&mut self) {
+        self.claim = None;
+        self.name = None;
+        self.local = None;
     }
 
-    /// Removes the node now, for the error paths that return to the caller.
+    /// The node is granted: it is no longer ours to remove. Returns its claim, and how whoever
+    /// holds it now tells the waiters of this process behind it what becomes of it.
+    pub(super) fn grant(&mut self) -> (Option<Claim>, Option<Arc<LocalNode>>) {
+        self.name = None;
+        (self.claim.take(), self.local.take())
+    }
+
+    /// Removes the node now, for the error paths that return to the caller. If ZooKeeper does
+    /// not confirm it, the claim goes on trying in the background.
     pub(super) async fn remove(&mut self) {
-        if let State::Sent(name) = std::mem::replace(&mut self.state, State::Nothing) {
+        if let Some(claim) = self.claim.take() {
             let zk = self.session.zk.clone();
-            remove_node(zk, self.parent.clone(), self.prefix.clone(), name, self.local.take()).await;
+            remove_node(zk, self.parent.clone(), self.prefix.clone(), self.name.take(), claim, self.local.take()).await;
         }
     }
 
@@ -90,20 +104,21 @@ impl PendingNode {
     /// this returns, in order with the caller's later requests.
     pub(super) fn remove_in_background(&mut self) {
         let local = self.local.take();
-        match std::mem::replace(&mut self.state, State::Nothing) {
-            State::Nothing => {}
-            State::Sent(Some(name)) => {
+        let Some(claim) = self.claim.take() else { return };
+        match self.name.take() {
+            Some(name) => {
                 let delete = delete_with_retry(&self.session.zk, format!("{}/{name}", self.parent));
                 background::spawn(async move {
                     let reply = delete.await;
                     if let Some(local) = local {
                         local.delete_replied(&reply);
                     }
+                    claim.gone_if_deleted(&reply);
                 });
             }
-            State::Sent(None) => {
+            None => {
                 let zk = self.session.zk.clone();
-                background::spawn(remove_node(zk, self.parent.clone(), self.prefix.clone(), None, local));
+                background::spawn(remove_node(zk, self.parent.clone(), self.prefix.clone(), None, claim, local));
             }
         }
     }
@@ -116,37 +131,48 @@ impl Drop for PendingNode {
     }
 }
 
-/// Deletes our node, finding it by its protected prefix if its name never reached us. Gives up
-/// only when the session is gone, which removes the ephemeral node anyway.
+/// Deletes our node, finding it by its protected prefix if its name never reached us. What
+/// ZooKeeper does not confirm here is left to the claim.
 async fn remove_node(
     zk: ZkClient,
     parent: String,
     prefix: String,
     name: Option<String>,
+    claim: Claim,
     local: Option<Arc<LocalNode>>,
 ) {
     let name = match name {
         Some(name) => name,
         None => match find_protected(&zk, &parent, &prefix).await {
-            Ok(Some((name, _))) => name,
-            _ => return,
+            Ok(Some((name, _))) => {
+                claim.named(&name);
+                name
+            }
+            // Searched after a `sync`, after our `create` on the same session: never made.
+            Ok(None) => return claim.gone(),
+            Err(_) => return,
         },
     };
     let reply = delete_with_retry(&zk, format!("{parent}/{name}")).await;
     if let Some(local) = local {
         local.delete_replied(&reply);
     }
+    claim.gone_if_deleted(&reply);
 }
 
 /// Looks for the node whose name starts with `prefix` under `parent`: the node a `create`
 /// made before its reply was lost. Returns its name and creation zxid.
+///
+/// Only a node owned by this very session counts (CURATOR-604): a node with our prefix owned by
+/// another session was made by an earlier session of ours, whose end deletes it, and taking it
+/// for ours would grant a lock that a dying session holds.
 pub(super) async fn find_protected(
     zk: &ZkClient,
     parent: &str,
     prefix: &str,
 ) -> Result<Option<(String, i64)>, ZkError> {
     let mut reconnects = Reconnects::new(zk);
-    loop {
+    'search: loop {
         // After a reconnect we may talk to another server than the one that took the create,
         // and a follower can lag the leader: `sync` makes it catch up before it lists.
         match zk.sync(parent).await {
@@ -161,15 +187,20 @@ pub(super) async fn find_protected(
             Err(ZkError::NoNode) => return Ok(None),
             Err(e) => return Err(e),
         };
-        let Some(name) = children.into_iter().find(|child| child.starts_with(prefix)) else { return Ok(None) };
-        match zk.get_data(&format!("{parent}/{name}")).await {
-            Ok((_, stat)) => {
-                trace::found_again(parent, &name);
-                return Ok(Some((name, stat.czxid)));
+        for name in children.into_iter().filter(|child| child.starts_with(prefix)) {
+            match zk.get_data(&format!("{parent}/{name}")).await {
+                Ok((_, stat)) if stat.ephemeral_owner == zk.session_id().0 => {
+                    trace::found_again(parent, &name);
+                    return Ok(Some((name, stat.czxid)));
+                }
+                Ok(_) | Err(ZkError::NoNode) => {}
+                Err(error) => {
+                    reconnects.wait(error).await?;
+                    continue 'search;
+                }
             }
-            Err(ZkError::NoNode) => return Ok(None),
-            Err(error) => reconnects.wait(error).await?,
         }
+        return Ok(None);
     }
 }
 
@@ -199,7 +230,7 @@ mod tests {
         assert!(name.starts_with(&prefix), "{name}");
         assert_eq!(token, stat.czxid);
 
-        let mut pending = PendingNode::new(Session::new(zk.clone()), parent, prefix.clone());
+        let mut pending = PendingNode::new(Session::new(zk.clone(), None), parent, prefix.clone());
         pending.sent();
         pending.remove().await;
         let left = zk.list_children(parent).await.unwrap();

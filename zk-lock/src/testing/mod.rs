@@ -20,6 +20,10 @@
 //!   [`SecureClientPort`].
 //! * [`TestingCluster::start`] runs a real ensemble, for leader failover.
 //! * [`expire_session`] expires a client's session the way Curator's `KillSession` does.
+//! * [`audit`] is the orphan oracle: it finds the ephemeral nodes of a client's sessions that
+//!   the library no longer accounts for (there must be none).
+//! * [`Proxy`] sits between a client and a server to cut, delay or reset their traffic, for
+//!   network partitions.
 //!
 //! Every server runs in its own temporary directory and on free loopback ports. Dropping a
 //! server kills it and deletes its directory. Servers never outlive the test process, even when
@@ -66,6 +70,7 @@ use std::path::PathBuf;
 use std::sync::LazyLock;
 use std::time::Duration;
 
+mod audit;
 mod cluster;
 mod config;
 mod four_letter;
@@ -73,13 +78,16 @@ mod java;
 mod ports;
 mod probe;
 mod process;
+mod proxy;
 mod server;
 mod session;
 mod tempdir;
 
+pub use audit::{audit, Audit, Orphan};
 pub use cluster::TestingCluster;
 pub use four_letter::four_letter_word;
 pub use java::{find_java, zookeeper_classpath, JavaSetup};
+pub use proxy::{Direction, Proxy};
 pub use server::TestingServer;
 pub use session::expire_session;
 

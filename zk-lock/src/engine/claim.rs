@@ -1,0 +1,100 @@
+//! Our responsibility for one node, from before its `create` is sent until ZooKeeper confirms
+//! that it is gone. A [`Claim`] is an entry in its session's ledger; whoever holds it (a waiting
+//! acquisition, a hold) gives it up with [`Claim::gone`] only on such a confirmation. Dropped
+//! without one (a timeout, a cancellation, a delete that failed, a release while disconnected),
+//! it deletes the node in the background and keeps trying for as long as the session may be
+//! used; a session that must not be used any more is retired, and its retirement confirms the
+//! end of all its nodes at once (`session::retire`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use zookeeper_client::Error as ZkError;
+
+use super::pending::find_protected;
+use super::retry::{broke_connection, until_connected};
+use crate::background;
+use crate::session::Session;
+
+/// The longest pause between two attempts to delete an abandoned node.
+const MAX_PAUSE: Duration = Duration::from_secs(2);
+
+/// A node of ours that ZooKeeper has not confirmed gone yet.
+#[derive(Debug)]
+pub(crate) struct Claim {
+    session: Arc<Session>,
+    id: u64,
+}
+
+impl Claim {
+    /// Claims the node about to be created under `parent` with the protected `prefix`: call it
+    /// before the `create` is sent.
+    pub(crate) fn new(session: &Arc<Session>, parent: &str, prefix: &str) -> Self {
+        let id = session.ledger().add(parent, prefix);
+        Self { session: session.clone(), id }
+    }
+
+    /// The node's name, from the `create` reply or a search by prefix.
+    pub(crate) fn named(&self, name: &str) {
+        self.session.ledger().named(self.id, name);
+    }
+
+    /// ZooKeeper confirmed the node is gone: a delete answered OK or `NoNode`, or its `create`
+    /// failed without creating it.
+    pub(crate) fn gone(self) {
+        self.session.ledger().remove(self.id);
+    }
+
+    /// [`gone`](Self::gone) if `reply`, the reply to a delete of the node, confirms it.
+    pub(crate) fn gone_if_deleted(self, reply: &Result<(), ZkError>) {
+        if matches!(reply, Ok(()) | Err(ZkError::NoNode)) {
+            self.gone();
+        }
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if self.session.ledger().get(self.id).is_some() {
+            background::spawn(reap(self.session.clone(), self.id));
+        }
+    }
+}
+
+/// Deletes the abandoned node `id` of `session`, until ZooKeeper confirms it is gone or the
+/// session must not be used any more (its retirement then ends every node of it).
+async fn reap(session: Arc<Session>, id: u64) {
+    let zk = &session.zk;
+    let mut pause = Duration::from_millis(10);
+    loop {
+        let Some(node) = session.ledger().get(id).cloned() else { return };
+        if !session.is_usable() {
+            return;
+        }
+        let result = match &node.name {
+            Some(name) => zk.delete(&format!("{}/{name}", node.parent), None).await,
+            None => match find_protected(zk, &node.parent, &node.prefix).await {
+                Ok(Some((name, _))) => {
+                    session.ledger().named(id, &name);
+                    continue;
+                }
+                // Searched after a `sync`, after the `create` in the same session: never made.
+                Ok(None) => Ok(()),
+                Err(error) => Err(error),
+            },
+        };
+        match result {
+            Ok(()) | Err(ZkError::NoNode) => {
+                session.ledger().remove(id);
+                return;
+            }
+            Err(error) => {
+                if broke_connection(&error) && until_connected(zk).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_PAUSE);
+            }
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! The nodes the library is responsible for on one session: every node from before its `create`
+//! is sent until ZooKeeper confirms it is gone (a delete answered OK or `NoNode`, a search by its
+//! protected prefix that finds nothing, or the end of the session on the server). Whoever owns
+//! an entry (a waiting acquisition, a hold, a background delete) removes it only on such a
+//! confirmation; the fault suite's orphan oracle compares it with what the server holds.
+
+use std::collections::HashMap;
+
+/// One node of the ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct OwnedNode {
+    /// The parent node's path.
+    pub parent: String,
+    /// `_c_<uuid>-`: finds the node when the reply to its `create` never arrived.
+    pub prefix: String,
+    /// The node's name, once the reply to its `create` (or a search by prefix) told it.
+    pub name: Option<String>,
+}
+
+impl OwnedNode {
+    /// Whether `path` is (or could be, while its name is unknown) this node.
+    pub(crate) fn matches(&self, path: &str) -> bool {
+        let Some(name) = path.strip_prefix(self.parent.as_str()).and_then(|rest| rest.strip_prefix('/')) else {
+            return false;
+        };
+        match &self.name {
+            Some(own) => own == name,
+            None => name.starts_with(self.prefix.as_str()),
+        }
+    }
+}
+
+/// The ledger of one session.
+#[derive(Debug, Default)]
+pub(crate) struct Ledger {
+    next_id: u64,
+    nodes: HashMap<u64, OwnedNode>,
+    /// The session ended on the server: every node went with it.
+    ended: bool,
+}
+
+impl Ledger {
+    /// Records a node about to be created under `parent` with `prefix`; returns its entry's id.
+    pub(crate) fn add(&mut self, parent: &str, prefix: &str) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        if !self.ended {
+            let node = OwnedNode { parent: parent.to_owned(), prefix: prefix.to_owned(), name: None };
+            self.nodes.insert(id, node);
+        }
+        id
+    }
+
+    /// The node's name is known.
+    pub(crate) fn named(&mut self, id: u64, name: &str) {
+        if let Some(node) = self.nodes.get_mut(&id) {
+            node.name = Some(name.to_owned());
+        }
+    }
+
+    /// ZooKeeper confirmed that the node is gone.
+    pub(crate) fn remove(&mut self, id: u64) {
+        self.nodes.remove(&id);
+    }
+
+    pub(crate) fn get(&self, id: u64) -> Option<&OwnedNode> {
+        self.nodes.get(&id)
+    }
+
+    /// Every node still owned.
+    pub(crate) fn nodes(&self) -> Vec<OwnedNode> {
+        self.nodes.values().cloned().collect()
+    }
+
+    /// The session ended on the server, which deleted every ephemeral node of it.
+    pub(crate) fn end(&mut self) {
+        self.ended = true;
+        self.nodes.clear();
+    }
+
+    pub(crate) fn has_ended(&self) -> bool {
+        self.ended
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_matches_by_name_once_known_and_by_prefix_before() {
+        let mut ledger = Ledger::default();
+        let id = ledger.add("/a/b", "_c_1-");
+        let node = ledger.get(id).unwrap().clone();
+        assert!(node.matches("/a/b/_c_1-lock-0000000001"));
+        assert!(!node.matches("/a/b/_c_2-lock-0000000001"));
+        assert!(!node.matches("/a/bc/_c_1-lock-0000000001"));
+        ledger.named(id, "_c_1-lock-0000000003");
+        let node = ledger.get(id).unwrap().clone();
+        assert!(node.matches("/a/b/_c_1-lock-0000000003"));
+        assert!(!node.matches("/a/b/_c_1-lock-0000000001"));
+    }
+
+    #[test]
+    fn an_ended_ledger_owns_nothing() {
+        let mut ledger = Ledger::default();
+        let kept = ledger.add("/p", "_c_1-");
+        let removed = ledger.add("/p", "_c_2-");
+        ledger.remove(removed);
+        assert_eq!(ledger.nodes().len(), 1);
+        assert!(ledger.get(kept).is_some());
+        ledger.end();
+        assert!(ledger.nodes().is_empty());
+        let after = ledger.add("/p", "_c_3-");
+        assert!(ledger.get(after).is_none(), "nothing can be created on an ended session");
+    }
+}

@@ -1,0 +1,155 @@
+//! When a session's locks are lost, decided on the client's own clock, before the server could
+//! expire the session.
+//!
+//! The server expires a session one session timeout `T` after it last heard from the client, at
+//! the earliest (it rounds expiry times up to its tick). It hears from us at the latest when it
+//! receives a request, and a request is received after we sent it: so a request sent at `s`
+//! whose reply came back proves the session cannot expire before `s + T`. The monitor keeps
+//! such proofs coming with a heartbeat (an `exists` every `T/7`, which also stands in for
+//! zookeeper-client's own ping, sent after `0.15 T` of silence) and declares the locks lost at
+//! `s + 3/5 T` for the latest such `s`: `2/5 T` before anyone else can be granted them (docs/
+//! reliability.md derives the bound). A terminal state of the client (expired, closed) loses
+//! them at once.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+use zookeeper_client::{Client as ZkClient, SessionState};
+
+use super::ledger::Ledger;
+use super::retire::{retire, Reopen};
+use super::Health;
+use crate::background;
+use crate::error::LostReason;
+
+/// The part of the session timeout after the send of the last answered request at which the
+/// locks are declared lost.
+pub(crate) const LOSS_NUMERATOR: u32 = 3;
+pub(crate) const LOSS_DENOMINATOR: u32 = 5;
+/// Heartbeats per session timeout.
+const BEATS_PER_TIMEOUT: u32 = 7;
+
+/// Follows the session until it must not be used any more, reporting losses to `health`.
+pub(super) async fn monitor(
+    zk: ZkClient,
+    health: watch::Sender<Health>,
+    ledger: Arc<Mutex<Ledger>>,
+    reopen: Option<Reopen>,
+) {
+    let timeout = zk.session_timeout();
+    let lose_after = timeout * LOSS_NUMERATOR / LOSS_DENOMINATOR;
+    let mut states = zk.state_watcher();
+    let mut state = states.state();
+    let mut heartbeat = Heartbeat::new(zk.clone(), timeout / BEATS_PER_TIMEOUT);
+    // The session was just established (or handed to us); its first heartbeat follows shortly.
+    let mut answered_sent_at = Some(Instant::now());
+    loop {
+        if let Some(reason) = terminal_reason(state) {
+            health.send_modify(|h| lose(h, reason, true));
+            match reopen {
+                // Expired by the server, or given up by zookeeper-client after 1.4 T without a
+                // connection, in which case the server may still hold it: confirm either way.
+                Some(reopen) if state == SessionState::Expired => end_on_server(&zk, &ledger, reopen),
+                // Closed by us, or a session we cannot reach again: take the client's word.
+                _ => lock(&ledger).end(),
+            }
+            return;
+        }
+        let deadline = answered_sent_at.map(|sent| sent + lose_after);
+        tokio::select! {
+            biased;
+            next = states.changed() => state = next,
+            sent = heartbeat.answered() => answered_sent_at = Some(answered_sent_at.map_or(sent, |old| old.max(sent))),
+            () = sleep_until(deadline) => {
+                // Declared once per silence: a session we cannot retire is lost again only
+                // after it answered in between.
+                answered_sent_at = None;
+                health.send_modify(|h| lose(h, LostReason::ConnectionLost, reopen.is_some()));
+                if let Some(reopen) = reopen {
+                    end_on_server(&zk, &ledger, reopen);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Retires the session: closed on the server as soon as it is reachable.
+fn end_on_server(zk: &ZkClient, ledger: &Arc<Mutex<Ledger>>, reopen: Reopen) {
+    background::spawn(retire(zk.session().clone(), zk.session_timeout(), reopen, ledger.clone()));
+}
+
+fn lock(ledger: &Mutex<Ledger>) -> std::sync::MutexGuard<'_, Ledger> {
+    ledger.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn terminal_reason(state: SessionState) -> Option<LostReason> {
+    match state {
+        SessionState::Expired => Some(LostReason::SessionExpired),
+        SessionState::Closed | SessionState::AuthFailed => Some(LostReason::SessionClosed),
+        _ => None,
+    }
+}
+
+fn lose(health: &mut Health, reason: LostReason, terminated: bool) {
+    // A retired session has lost everything already; its end is no second loss.
+    if health.terminated {
+        return;
+    }
+    health.losses += 1;
+    health.reason = Some(reason);
+    health.terminated = terminated;
+}
+
+type Reply = Pin<Box<dyn Future<Output = Result<(), zookeeper_client::Error>> + Send>>;
+
+/// One cheap request at a time, every `period`, each remembered with the time it was sent.
+struct Heartbeat {
+    zk: ZkClient,
+    period: Duration,
+    next_send: Instant,
+    in_flight: Option<(Instant, Reply)>,
+}
+
+impl Heartbeat {
+    fn new(zk: ZkClient, period: Duration) -> Self {
+        Self { zk, period, next_send: Instant::now() + period, in_flight: None }
+    }
+
+    /// Resolves with the send time of the next request the server answers. Cancel safe: the
+    /// request in flight stays in `self`.
+    async fn answered(&mut self) -> Instant {
+        loop {
+            if self.in_flight.is_none() {
+                tokio::time::sleep_until(self.next_send).await;
+                // Sent while disconnected, zookeeper-client queues it until it reconnects: the
+                // time taken here is then earlier than the real send, which is the safe side.
+                let sent = Instant::now();
+                let zk = self.zk.clone();
+                let reply: Reply = Box::pin(async move { zk.check_stat("/").await.map(drop) });
+                self.in_flight = Some((sent, reply));
+                self.next_send = sent + self.period;
+            }
+            let Some((sent, reply)) = self.in_flight.as_mut() else { continue };
+            let result = reply.await;
+            let sent = *sent;
+            self.in_flight = None;
+            match result {
+                Ok(()) => return sent,
+                // Failed with its connection: ask again at once (it waits for the reconnect).
+                Err(_) => self.next_send = Instant::now() + Duration::from_millis(10),
+            }
+        }
+    }
+}

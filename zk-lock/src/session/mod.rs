@@ -1,0 +1,91 @@
+//! One ZooKeeper session: when its locks are lost ([`liveness`]), the nodes the library must
+//! still see deleted on it ([`ledger`]), and its retirement once a loss has been declared
+//! ([`retire`]).
+//!
+//! The bottom layer of the crate: it uses zookeeper-client and the background runtime only.
+
+mod ledger;
+mod liveness;
+mod retire;
+
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use self::ledger::Ledger;
+pub(crate) use self::retire::{Reopen, ReopenFuture};
+use crate::background;
+use crate::error::LostReason;
+
+/// What guards need to know about their session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Health {
+    /// How many times locks of this session were lost; a guard compares it with the value it
+    /// saw when its lock was granted, so a loss followed by a reconnect is still seen.
+    pub losses: u64,
+    /// Why the last loss happened.
+    pub reason: Option<LostReason>,
+    /// The session must not be used again: it ended, or it is retired (closed as soon as the
+    /// server is reachable). New acquisitions need a new session; waiters on it queue again.
+    pub terminated: bool,
+}
+
+/// A live ZooKeeper session shared by the client and every guard acquired on it.
+#[derive(Debug)]
+pub(crate) struct Session {
+    pub zk: zookeeper_client::Client,
+    health: watch::Receiver<Health>,
+    ledger: Arc<Mutex<Ledger>>,
+    monitor: JoinHandle<()>,
+}
+
+impl Session {
+    /// Follows `zk`'s health from now on. With `reopen`, a session whose loss is declared while
+    /// it may still live on the server is closed through a new connection to it; without (a
+    /// session opened by the user), it is only reported lost.
+    pub(crate) fn new(zk: zookeeper_client::Client, reopen: Option<Reopen>) -> Arc<Self> {
+        let (sender, health) = watch::channel(Health::default());
+        let ledger = Arc::new(Mutex::new(Ledger::default()));
+        let monitor = background::spawn(liveness::monitor(zk.clone(), sender, ledger.clone(), reopen));
+        Arc::new(Self { zk, health, ledger, monitor })
+    }
+
+    pub(crate) fn health(&self) -> Health {
+        *self.health.borrow()
+    }
+
+    pub(crate) fn is_usable(&self) -> bool {
+        !self.health().terminated && !self.zk.state().is_terminated()
+    }
+
+    /// Resolves with the reason once the session loses its locks after `losses_seen` losses.
+    pub(crate) async fn lost_after(&self, losses_seen: u64) -> LostReason {
+        let mut health = self.health.clone();
+        // The monitor only stops after a terminal state, which it reports first.
+        let reason = health.wait_for(|h| h.losses > losses_seen).await.ok().and_then(|h| h.reason);
+        reason.unwrap_or(LostReason::SessionClosed)
+    }
+
+    /// Resolves once the session must not be used any more: waiters on it queue again.
+    pub(crate) async fn terminated(&self) {
+        let mut health = self.health.clone();
+        if health.wait_for(|h| h.terminated).await.is_err() {
+            // The monitor is gone only with the session itself.
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// The nodes the library is responsible for on this session.
+    pub(crate) fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
+        self.ledger.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // The monitor would otherwise keep the session open (it holds a handle for its
+        // heartbeat) and wait forever on a session that no one uses.
+        self.monitor.abort();
+    }
+}

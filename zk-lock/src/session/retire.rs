@@ -1,0 +1,54 @@
+//! Retirement: a session whose locks were declared lost may still live on the server (a
+//! partition shorter than its timeout, a new leader that gave every session a fresh timeout),
+//! with nodes in queues that nobody will ever delete. It is closed through a connection of its
+//! own as soon as the server is reachable, which deletes all its ephemeral nodes at once, as
+//! Curator does when it injects an expiry. Its ledger is emptied only once the server confirmed
+//! that the session ended.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use zookeeper_client::{Client as ZkClient, Error as ZkError, SessionInfo, SessionState};
+
+use super::ledger::Ledger;
+
+/// Connects again to an existing session (same connect string, credentials and TLS as the
+/// client that opened it). Resolves with `SessionExpired` if the server says it ended.
+pub(crate) type Reopen = Arc<dyn Fn(SessionInfo) -> ReopenFuture + Send + Sync>;
+
+/// What a [`Reopen`] returns.
+pub(crate) type ReopenFuture = Pin<Box<dyn Future<Output = Result<ZkClient, ZkError>> + Send>>;
+
+/// The first pause between attempts to reach an unreachable server.
+const FIRST_PAUSE: Duration = Duration::from_millis(50);
+
+/// Closes `session` on the server, trying until the server confirms it ended.
+pub(super) async fn retire(session: SessionInfo, timeout: Duration, reopen: Reopen, ledger: Arc<Mutex<Ledger>>) {
+    let mut pause = FIRST_PAUSE;
+    loop {
+        match reopen(session.clone()).await {
+            Ok(zk) => {
+                let mut states = zk.state_watcher();
+                // The last handle: zookeeper-client sends `closeSession` and reports `Closed`
+                // once the server answered it, connecting again first if it has to.
+                drop(zk);
+                let mut state = states.state();
+                while !state.is_terminated() {
+                    state = states.changed().await;
+                }
+                if state == SessionState::Closed {
+                    break;
+                }
+                // Given up without an answer: find out on the next connection.
+            }
+            Err(ZkError::SessionExpired) => break,
+            Err(_) => {}
+        }
+        tokio::time::sleep(pause).await;
+        // Short enough that a healed partition frees the locks within about half a timeout.
+        pause = (pause * 2).min(timeout / 4);
+    }
+    ledger.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).end();
+}
