@@ -70,6 +70,7 @@ pub(super) async fn monitor(
                 answered_sent_at = None;
                 health.send_modify(|h| lose(h, LostReason::ConnectionLost, reopen.is_some()));
                 if let Some(reopen) = reopen {
+                    stop_reconnecting(&zk);
                     end_on_server(&zk, &ledger, reopen);
                     return;
                 }
@@ -83,6 +84,18 @@ async fn sleep_until(deadline: Option<Instant>) {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
     }
+}
+
+/// A scheme no server knows: authenticating with it fails.
+const NO_SUCH_SCHEME: &str = "zk-lock-retired";
+
+/// Makes zookeeper-client give the session up for good: its next connection fails to
+/// authenticate (the request is sent now, or first thing after it reconnects), and a client
+/// whose authentication failed never connects again. Otherwise it would reconnect the session
+/// as often as the retirement's own connection takes it over (the server drops the older
+/// connection of a session), and neither would get to close it.
+fn stop_reconnecting(zk: &ZkClient) {
+    drop(zk.auth(NO_SUCH_SCHEME, b""));
 }
 
 /// Retires the session: closed on the server as soon as it is reachable.
