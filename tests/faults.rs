@@ -34,7 +34,7 @@ use faults::worker::{base_path, Config, Role, SEMAPHORE_LEASES};
 use support::zk::Rng;
 use tokio::sync::RwLock;
 use tokio::time::Instant;
-use zk_lock::testing::TestingCluster;
+use zk_lock::testing::{Proxy, TestingCluster};
 use zookeeper_client::{Client as ZkClient, Error as ZkError};
 
 /// Session timeout of the contending workers: long enough that sessions outlive an election.
@@ -99,6 +99,10 @@ struct Run {
     store: Store,
     fleet: Fleet,
     started: Instant,
+    /// Orphan oracle rounds run, each finding nothing.
+    audited: usize,
+    /// The proxies of each worker started by [`spawn_behind_proxies`](Self::spawn_behind_proxies).
+    proxies: Vec<Vec<Proxy>>,
 }
 
 impl Run {
@@ -112,6 +116,8 @@ impl Run {
             store: Store::start().await,
             fleet: Fleet::new(),
             started: Instant::now(),
+            audited: 0,
+            proxies: Vec::new(),
         }
     }
 
@@ -137,6 +143,28 @@ impl Run {
         }
     }
 
+    /// As [`spawn`](Self::spawn), each worker reaching every server through a proxy of its own,
+    /// so that [`partition`](Self::partition) can cut it off.
+    fn spawn_behind_proxies(&mut self, n: usize, role: Role, tasks: usize, ops: &[&str], session: Duration) {
+        let cluster = &*CLUSTER;
+        for i in 0..n {
+            let proxies: Vec<Proxy> = (0..cluster.len())
+                .map(|server| Proxy::start(cluster.server_connect_string(server)).expect("start a proxy"))
+                .collect();
+            let mut config = self.config(&format!("w{i}"), role, tasks, ops, session);
+            config.connect = proxies.iter().map(Proxy::connect_string).collect::<Vec<_>>().join(",");
+            self.fleet.spawn(&config);
+            self.proxies.push(proxies);
+        }
+    }
+
+    /// Cuts worker `worker` off from every server for `how_long`, then heals.
+    async fn partition(&self, worker: usize, how_long: Duration) {
+        self.proxies[worker].iter().for_each(Proxy::cut);
+        tokio::time::sleep(how_long).await;
+        self.proxies[worker].iter().for_each(Proxy::heal);
+    }
+
     fn grants(&self) -> usize {
         self.fleet.reports(Reports::grants)
     }
@@ -146,18 +174,43 @@ impl Run {
         self.reach(self.grants() + more, what).await
     }
 
-    /// Waits until `target` grants were made since the start.
+    /// Waits until `target` grants were made since the start. A stall dumps, before it fails,
+    /// every queue of the run as each server sees it, with the owner of each node.
     async fn reach(&self, target: usize, what: &str) -> usize {
-        let reached = self.fleet.wait_for_grants(target, PROGRESS).await;
-        eprintln!("[{}] {reached} grants at {:?}: {what}", self.name, self.started.elapsed());
-        reached
+        match self.fleet.wait_for_grants(target, PROGRESS).await {
+            Ok(reached) => {
+                eprintln!("[{}] {reached} grants at {:?}: {what}", self.name, self.started.elapsed());
+                reached
+            }
+            Err(stalled) => {
+                eprintln!("[{}] STALLED: {what}\n{}", self.name, dump_queues(&base_path(&self.name)).await);
+                panic!("{stalled}");
+            }
+        }
+    }
+
+    /// Has every worker run the orphan oracle (`zk_lock::testing::audit`) on its own sessions;
+    /// fails on any node the library does not account for, or a retired session never closed.
+    async fn audit(&mut self, when: &str) {
+        let lines = self.fleet.audit(PROGRESS).await;
+        let bad: Vec<String> = lines
+            .iter()
+            .filter(|line| line.get("orphans") != Some("0") || line.get("retiring") != Some("0"))
+            .map(ToString::to_string)
+            .collect();
+        let ephemerals: u64 = lines.iter().filter_map(|line| line.get("ephemerals")?.parse::<u64>().ok()).sum();
+        self.audited += 1;
+        eprintln!("[{}] orphan oracle {when}: 0 orphans among {ephemerals} ephemeral nodes", self.name);
+        assert!(bad.is_empty(), "orphan oracle {when}: {bad:#?}");
     }
 
     /// Stops the workers and checks: nothing left under the run's root while their sessions
     /// still live (a node left then is a leak, not a session's leftover), a sound history, and
     /// still nothing once every worker exited.
     async fn finish(mut self) -> Reports {
+        self.audit("at the end, while contending").await;
         self.fleet.stop(PROGRESS).await;
+        self.audit("with the workers idle").await;
         let zk = ZkClient::connect(&self.connect).await.expect("connect to check for leaks");
         let root = base_path(&self.name);
         let leaked_idle = wait_for_no_lock_nodes(&zk, &root, CLEANUP).await;
@@ -169,12 +222,14 @@ impl Run {
         let (accepted, rejected) = self.store.counts();
         eprintln!(
             "[{}] {} grants ({} lost), {} failed acquisitions, {accepted} fenced writes accepted, \
-             {rejected} rejected, {} violations, {} nodes leaked by idle workers, {} after they exited, in {:?}",
+             {rejected} rejected, {} violations, {} orphan audits with 0 orphans, {} nodes leaked by idle workers, \
+             {} after they exited, in {:?}",
             self.name,
             reports.grants(),
             reports.history.grants.iter().filter(|g| g.outcome == faults::history::Outcome::Lost).count(),
             reports.failures.len(),
             violations.len(),
+            self.audited,
             leaked_idle.len(),
             leaked_after_exit.len(),
             self.started.elapsed()
@@ -221,6 +276,44 @@ async fn lock_nodes(zk: &ZkClient, root: &str) -> Result<Vec<String>, ZkError> {
     Ok(found)
 }
 
+/// Every lock node under `root` as each server of the ensemble sees it (they may disagree), with
+/// its owner: `server i: <path> owner <session> czxid <zxid> <data>`.
+async fn dump_queues(root: &str) -> String {
+    let cluster = &*CLUSTER;
+    let mut dump = String::new();
+    for i in 0..cluster.len() {
+        let connect = cluster.server_connect_string(i);
+        let listing = match tokio::time::timeout(Duration::from_secs(10), ZkClient::connect(&connect)).await {
+            Ok(Ok(zk)) => lock_nodes_with_owners(&zk, root).await.map_err(|e| e.to_string()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("no session within 10 s".to_owned()),
+        };
+        match listing {
+            Ok(nodes) if nodes.is_empty() => dump.push_str(&format!("server {i}: no lock node\n")),
+            Ok(nodes) => nodes.iter().for_each(|node| dump.push_str(&format!("server {i}: {node}\n"))),
+            Err(e) => dump.push_str(&format!("server {i}: cannot list ({e})\n")),
+        }
+    }
+    dump
+}
+
+/// As [`lock_nodes`], with each node's owner and creation zxid.
+async fn lock_nodes_with_owners(zk: &ZkClient, root: &str) -> Result<Vec<String>, ZkError> {
+    let mut found = Vec::new();
+    for node in lock_nodes(zk, root).await? {
+        let path = node.split(' ').next().unwrap_or_default();
+        match zk.get_data(path).await {
+            Ok((_, stat)) => {
+                found.push(format!("{node} owner {:#x} czxid {:#x}", stat.ephemeral_owner, stat.czxid));
+            }
+            Err(ZkError::NoNode) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
 /// Polls the server until no lock node is left under `root`; returns those left at the deadline.
 async fn wait_for_no_lock_nodes(zk: &ZkClient, root: &str, timeout: Duration) -> Vec<String> {
     let deadline = Instant::now() + timeout;
@@ -252,12 +345,14 @@ async fn the_leader_and_then_a_follower_are_killed_during_contention() {
     let leader = blocking(|| cluster.wait_for_leader()).await.expect("a new leader");
     assert_ne!(leader, killed);
     run.progress(40, &format!("leader {killed} killed, {leader} elected")).await;
+    run.audit("after the leader kill").await;
     blocking(move || cluster.restart(killed)).await.expect("restart the old leader");
     run.progress(20, "old leader back").await;
 
     let follower = a_follower(cluster).await;
     blocking(move || cluster.kill(follower)).await.expect("kill a follower");
     run.progress(40, &format!("follower {follower} killed")).await;
+    run.audit("after the follower kill").await;
     blocking(move || cluster.restart(follower)).await.expect("restart the follower");
     run.progress(20, "follower back").await;
 
@@ -280,6 +375,7 @@ async fn the_whole_ensemble_stops_and_restarts_during_contention() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     blocking(|| cluster.restart_all()).await.expect("restart the ensemble");
     run.progress(60, "ensemble restarted").await;
+    run.audit("after the restart").await;
 
     let reports = run.finish().await;
     assert_no_failures(&reports);
@@ -377,6 +473,7 @@ async fn connections_dropped_during_create_neither_duplicate_nor_leak_nodes() {
         .expect("the workers are connected somewhere");
         blocking(move || cluster.kill(victim)).await.expect("kill the clients' server");
         run.progress(20, &format!("round {round}: killed server {victim}")).await;
+        run.audit(&format!("after kill {round}")).await;
         blocking(move || cluster.restart(victim)).await.expect("restart it");
         run.progress(10, "it is back").await;
     }
@@ -446,10 +543,21 @@ enum Fault {
     WholeRestart,
     ShortPause,
     LongPause,
+    /// A worker cut off from every server, for less than its session timeout.
+    ShortPartition,
+    /// A worker cut off from every server for longer than its session timeout.
+    LongPartition,
 }
 
-const FAULTS: [Fault; 5] =
-    [Fault::LeaderKill, Fault::FollowerKill, Fault::WholeRestart, Fault::ShortPause, Fault::LongPause];
+const FAULTS: [Fault; 7] = [
+    Fault::LeaderKill,
+    Fault::FollowerKill,
+    Fault::WholeRestart,
+    Fault::ShortPause,
+    Fault::LongPause,
+    Fault::ShortPartition,
+    Fault::LongPartition,
+];
 
 /// Contention with every fault in turn; `acquisitions` grants across at least four processes.
 async fn soak(acquisitions: usize, processes: usize, faults: usize) {
@@ -457,7 +565,7 @@ async fn soak(acquisitions: usize, processes: usize, faults: usize) {
     let cluster = cluster().await;
     let session = Duration::from_secs(4);
     let mut run = Run::new("soak").await;
-    run.spawn(processes, Role::Contend, 2, ALL_OPS, session);
+    run.spawn_behind_proxies(processes, Role::Contend, 2, ALL_OPS, session);
     let mut rng = Rng::from_time();
     let step = acquisitions / (faults + 1);
     let mut injected = BTreeMap::<Fault, usize>::new();
@@ -491,7 +599,15 @@ async fn soak(acquisitions: usize, processes: usize, faults: usize) {
                 run.fleet.resume(worker);
                 eprintln!("[soak] paused {} for {pause:?}", run.fleet.id(worker));
             }
+            Fault::ShortPartition | Fault::LongPartition => {
+                let worker = rng.below(run.fleet.len() as u64) as usize;
+                // Past the moment its locks are declared lost (3/5), or past the timeout itself.
+                let cut = if fault == Fault::ShortPartition { session * 4 / 5 } else { session * 3 / 2 };
+                run.partition(worker, cut).await;
+                eprintln!("[soak] cut {} off for {cut:?}", run.fleet.id(worker));
+            }
         }
+        run.audit(&format!("after fault {i} ({fault:?})")).await;
     }
     run.reach(acquisitions, "the last acquisitions").await;
     let reports = run.finish().await;

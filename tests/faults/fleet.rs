@@ -29,6 +29,8 @@ pub struct Reports {
     pub events: Vec<Line>,
     /// `idle` lines, with each worker's counters.
     pub idle: Vec<Line>,
+    /// `audit` lines: what the orphan oracle found in each worker, per round.
+    pub audits: Vec<Line>,
     /// Session id per worker.
     pub sessions: HashMap<String, i64>,
     /// Workers that exited, with their status.
@@ -45,6 +47,7 @@ impl Reports {
             "fail" => self.failures.push(line),
             "event" => self.events.push(line),
             "idle" => self.idle.push(line),
+            "audit" => self.audits.push(line),
             "session" => {
                 let session = line.get("id").and_then(|id| id.parse().ok());
                 let session = session.ok_or_else(|| format!("bad session line {line}"))?;
@@ -83,11 +86,19 @@ pub struct Fleet {
     /// Bumped on every report, so waiters re-check their condition.
     changed: watch::Sender<u64>,
     finishing: bool,
+    /// Audits asked for so far.
+    audit_rounds: u64,
 }
 
 impl Fleet {
     pub fn new() -> Self {
-        Self { processes: Vec::new(), reports: Arc::default(), changed: watch::Sender::new(0), finishing: false }
+        Self {
+            processes: Vec::new(),
+            reports: Arc::default(),
+            changed: watch::Sender::new(0),
+            finishing: false,
+            audit_rounds: 0,
+        }
     }
 
     /// Starts a worker: this test binary again, running only [`WORKER_TEST`].
@@ -153,7 +164,19 @@ impl Fleet {
 
     /// Waits until `done` holds for the reports; panics with `what` after `timeout`, or at once
     /// if a worker exits before it was told to.
-    pub async fn wait_for(&self, what: &str, timeout: Duration, mut done: impl FnMut(&Reports) -> bool) {
+    pub async fn wait_for(&self, what: &str, timeout: Duration, done: impl FnMut(&Reports) -> bool) {
+        if let Err(stalled) = self.try_wait_for(what, timeout, done).await {
+            panic!("{stalled}");
+        }
+    }
+
+    /// As [`wait_for`](Self::wait_for), but a timeout is returned as the message it would panic with.
+    pub async fn try_wait_for(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut done: impl FnMut(&Reports) -> bool,
+    ) -> Result<(), String> {
         let mut changed = self.changed.subscribe();
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
@@ -166,25 +189,25 @@ impl Fleet {
                     panic!("worker {id} exited ({status}) while waiting for {what}\n{}", self.stderr_tails());
                 }
                 if done(&reports) {
-                    return;
+                    return Ok(());
                 }
             }
             if tokio::time::timeout_at(deadline, changed.changed()).await.is_err() {
                 let grants = self.reports(Reports::grants);
                 let failures =
                     self.reports(|r| r.failures.iter().rev().take(5).map(ToString::to_string).collect::<Vec<_>>());
-                panic!(
+                return Err(format!(
                     "timed out after {timeout:?} waiting for {what} ({grants} grants so far; last failures {failures:#?})\n{}",
                     self.stderr_tails()
-                );
+                ));
             }
         }
     }
 
     /// Waits until the workers have reported `grants` grants in all.
-    pub async fn wait_for_grants(&self, grants: usize, timeout: Duration) -> usize {
-        self.wait_for(&format!("{grants} grants"), timeout, |r| r.grants() >= grants).await;
-        self.reports(Reports::grants)
+    pub async fn wait_for_grants(&self, grants: usize, timeout: Duration) -> Result<usize, String> {
+        self.try_wait_for(&format!("{grants} grants"), timeout, |r| r.grants() >= grants).await?;
+        Ok(self.reports(Reports::grants))
     }
 
     /// Waits for an `event` line of `proc` named `name`.
@@ -201,6 +224,23 @@ impl Fleet {
     /// Sends `SIGCONT` to a paused worker.
     pub fn resume(&self, worker: usize) {
         signal(self.processes[worker].pid, "CONT");
+    }
+
+    /// Has every worker run the orphan oracle on its own client (see `worker::audit`) and
+    /// returns their `audit` lines. No worker may be paused.
+    pub async fn audit(&mut self, timeout: Duration) -> Vec<Line> {
+        self.audit_rounds += 1;
+        let round = self.audit_rounds.to_string();
+        for process in &mut self.processes {
+            if let Some(stdin) = process.stdin.as_mut() {
+                stdin.write_all(format!("audit {round}\n").as_bytes()).await.expect("ask a worker for an audit");
+                stdin.flush().await.expect("ask a worker for an audit");
+            }
+        }
+        let n = self.processes.len();
+        let this_round = |r: &Reports| r.audits.iter().filter(|a| a.get("round") == Some(round.as_str())).count();
+        self.wait_for(&format!("audit round {round}"), timeout, |r| this_round(r) == n).await;
+        self.reports(|r| r.audits.iter().filter(|a| a.get("round") == Some(round.as_str())).cloned().collect())
     }
 
     /// Tells every worker to stop and waits until all are idle: nothing held, nothing queued.

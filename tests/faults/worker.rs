@@ -134,6 +134,8 @@ pub fn run_if_worker() {
 struct Orders {
     stop: bool,
     exit: bool,
+    /// The last audit round asked for (`audit <round>`).
+    audit: u64,
 }
 
 fn read_orders() -> watch::Receiver<Orders> {
@@ -142,12 +144,20 @@ fn read_orders() -> watch::Receiver<Orders> {
         for line in std::io::stdin().lines() {
             match line {
                 Ok(line) if line.trim() == "stop" => send.send_modify(|o| o.stop = true),
+                Ok(line) if line.starts_with("audit ") => {
+                    if let Ok(round) = line["audit ".len()..].trim().parse() {
+                        send.send_modify(|o| o.audit = round);
+                    }
+                }
                 Ok(_) => {}
                 Err(_) => break,
             }
         }
         // End of input: the parent is done with us, or gone.
-        send.send_modify(|o| *o = Orders { stop: true, exit: true });
+        send.send_modify(|o| {
+            o.stop = true;
+            o.exit = true;
+        });
     });
     orders
 }
@@ -190,6 +200,7 @@ async fn run(config: Config) {
     let worker = Arc::new(Worker { config, client, stats: Stats::default(), orders });
     count_disconnects(&worker, zk.state_watcher());
     drop(zk);
+    answer_audits(&worker);
 
     match worker.config.role {
         Role::Contend | Role::Chaos | Role::Cheat => {
@@ -225,6 +236,49 @@ async fn run(config: Config) {
     );
     let mut orders = worker.orders.clone();
     let _ = orders.wait_for(|o| o.exit).await;
+}
+
+/// How long an audit may wait for the worker's sessions to be listable and retired ones closed.
+const AUDIT_PATIENCE: Duration = Duration::from_secs(30);
+
+/// Runs the orphan oracle for every `audit <round>` order: every ephemeral node of the worker's
+/// sessions under the run's root must be one the library holds, waits with or is deleting.
+/// Reports `audit round=.. orphans=.. ephemerals=.. retiring=.. msg=<the orphans>`.
+fn answer_audits(worker: &Arc<Worker>) {
+    let worker = worker.clone();
+    tokio::spawn(async move {
+        let mut orders = worker.orders.clone();
+        let mut answered = 0;
+        loop {
+            let Ok(asked) = orders.wait_for(|o| o.audit > answered || o.exit).await.map(|o| *o) else { return };
+            if asked.audit <= answered {
+                return;
+            }
+            answered = asked.audit;
+            let root = base_path(&worker.config.run);
+            let deadline = tokio::time::Instant::now() + AUDIT_PATIENCE;
+            // Right after a fault the session may be reconnecting, or a retired one not closed yet.
+            let found = loop {
+                let found = zk_lock::testing::audit(&worker.client, &root).await;
+                let settled = matches!(&found, Ok(audit) if audit.retiring.is_empty());
+                if settled || tokio::time::Instant::now() >= deadline {
+                    break found;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            };
+            let line = Line::new("audit").with("proc", &worker.config.id).with("round", answered);
+            emit(match found {
+                Ok(audit) => {
+                    let orphans: Vec<String> = audit.orphans.iter().map(ToString::to_string).collect();
+                    line.with("orphans", audit.orphans.len())
+                        .with("ephemerals", audit.ephemerals)
+                        .with("retiring", audit.retiring.len())
+                        .with("msg", orphans.join("; "))
+                }
+                Err(e) => line.with("orphans", "?").with("msg", format!("audit failed: {e}")),
+            });
+        }
+    });
 }
 
 /// Counts the first session's disconnections, to tell acquisitions that rode one out.

@@ -239,4 +239,25 @@ mod tests {
         assert!(other.czxid > stat.czxid);
         assert_eq!(find_protected(&zk, parent, &prefix).await.unwrap(), None);
     }
+
+    /// CURATOR-604: after a reconnect, a node found by our prefix is ours only if our current
+    /// session owns it. A node with the same prefix made by another session (an earlier session
+    /// of ours that has not ended yet) must not be taken for ours.
+    #[tokio::test]
+    async fn a_node_with_our_prefix_owned_by_another_session_is_not_ours() {
+        let connect = shared_server().connect_string();
+        let ours = ZkClient::connect(&connect).await.unwrap();
+        let earlier = ZkClient::connect(&connect).await.unwrap();
+        let parent = "/unit-pending-curator-604";
+        let container = CreateMode::Container.with_acls(Acls::anyone_all());
+        ours.mkdir(parent, &container).await.unwrap();
+        let prefix = new_protected_prefix();
+        let sequential = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
+        earlier.create(&format!("{parent}/{prefix}lock-"), b"", &sequential).await.unwrap();
+
+        assert_eq!(find_protected(&ours, parent, &prefix).await.unwrap(), None, "another session's node");
+        let (stat, _) = ours.create(&format!("{parent}/{prefix}lock-"), b"", &sequential).await.unwrap();
+        let (name, token) = find_protected(&ours, parent, &prefix).await.unwrap().expect("our own node");
+        assert_eq!(token, stat.czxid, "{name}: ours, not the earlier session's");
+    }
 }
