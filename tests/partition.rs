@@ -250,40 +250,36 @@ enum CutOff {
     HandOff,
 }
 
-/// The client behind the proxy is cut off at `when`; after the heal, no node of it is left on the
-/// lock and a third client takes the lock at once.
+/// The client behind the proxy is cut off at `when`, long enough for its session to be declared
+/// lost and retired; after the heal, no node of the retired session is left, the cut-off
+/// acquisition (if any) is granted on a new session, and then a third client takes the lock at
+/// once.
 async fn cut_off(recipe: Recipe, when: CutOff) {
     let path = unique(&format!("cut-{when:?}-{recipe}").to_lowercase());
     let observer = new_client().await;
     let proxy = Proxy::start(server().connect_string()).expect("start proxy");
     let partitioned = client_through(&proxy).await;
     let queue = recipe.queue(&path);
+    let mut ahead = None;
+    let mut waiting = None;
     match when {
         CutOff::Waiting | CutOff::HandOff => {
-            let ahead = recipe.take(&observer, &path, PATIENCE).await.expect("holder ahead");
-            let waiter = partitioned.clone();
-            let waiter_path = path.clone();
-            let waiting = tokio::spawn(async move { recipe.take(&waiter, &waiter_path, PATIENCE).await });
+            ahead = Some(recipe.take(&observer, &path, PATIENCE).await.expect("holder ahead"));
+            waiting = Some(spawn_take(recipe, &partitioned, &path));
             recipe.until_someone_waits(&observer, &path).await;
             proxy.cut();
             if let CutOff::HandOff = when {
-                ahead.release().await.expect("holder ahead releases");
-                let outcome = waiting.await.expect("waiter task");
-                assert!(outcome.is_err(), "{recipe}: granted while cut off");
-            } else {
-                let outcome = waiting.await.expect("waiter task");
-                assert!(outcome.is_err(), "{recipe}: granted while cut off");
-                ahead.release().await.expect("holder ahead releases");
+                // The hand-off happens while the waiter cannot hear of it.
+                ahead.take().expect("holder ahead").release().await.expect("holder ahead releases");
             }
         }
         CutOff::Creating => {
             // The lock's parents must exist, or the create would fail without creating anything.
             recipe.try_take(&observer, &path).await.expect("make the parents").release().await.expect("release");
             proxy.cut_one_way(Direction::ToClient);
-            let outcome = recipe.take(&partitioned, &path, PATIENCE).await;
-            assert!(matches!(outcome, Err(Error::Connect { .. })), "{recipe}: {outcome:?}");
-            let left = children(&observer, &queue).await;
-            assert!(!left.is_empty(), "{recipe}: the create never reached the server, nothing was tested");
+            waiting = Some(spawn_take(recipe, &partitioned, &path));
+            let reached = wait_for_children(&observer, &queue, |c| !c.is_empty()).await;
+            assert_eq!(reached.len(), 1, "{recipe}: {reached:?}");
         }
         CutOff::Releasing => {
             let held = recipe.take(&partitioned, &path, PATIENCE).await.expect("take");
@@ -295,14 +291,42 @@ async fn cut_off(recipe: Recipe, when: CutOff) {
             );
         }
     }
+    until_retiring(&partitioned, &path).await;
     let healed = Instant::now();
     proxy.heal();
-    let emptied = queue_empties(&observer, &queue, 0, PATIENCE).await;
+    if let Some(waiting) = waiting {
+        if let Some(ahead) = ahead.take() {
+            ahead.release().await.expect("holder ahead releases");
+        }
+        let guard = waiting.await.expect("waiter task").expect("granted on a new session after the heal");
+        guard.release().await.expect("release");
+    }
+    queue_empties(&observer, &queue, 0, PATIENCE).await;
+    let emptied = healed.elapsed();
     let third = recipe.try_take(&observer, &path).await.expect("taken at once after the heal");
     third.release().await.expect("release");
     no_orphans(&partitioned, &path, PATIENCE).await;
-    eprintln!("{recipe}, cut off {when:?}: the queue emptied {:.3} s after the heal", emptied.as_secs_f64());
+    eprintln!("{recipe}, cut off {when:?}: nothing left {:.3} s after the heal", emptied.as_secs_f64());
     assert!(healed.elapsed() < SESSION * 3, "{recipe}: {:?} after the heal", healed.elapsed());
+}
+
+/// The acquisition of the partitioned client, under way in a task.
+fn spawn_take(recipe: Recipe, client: &Client, path: &str) -> tokio::task::JoinHandle<zk_lock::Result<Held>> {
+    let (client, path) = (client.clone(), path.to_owned());
+    tokio::spawn(async move { recipe.take(&client, &path, PATIENCE).await })
+}
+
+/// Waits until `client`'s session is declared lost and being retired (it cannot be closed while
+/// the partition lasts).
+async fn until_retiring(client: &Client, root: &str) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if audit(client, root).await.is_ok_and(|audit| !audit.retiring.is_empty()) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the partitioned session was never declared lost");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

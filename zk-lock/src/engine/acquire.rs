@@ -77,8 +77,12 @@ pub(crate) struct Granted {
 /// Cancel safe: dropping the future removes our node in the background.
 pub(crate) async fn acquire(client: &Client, spec: &LockSpec<'_>, wait: Wait) -> Result<Granted> {
     let started = Instant::now();
+    let mut renewed = None;
     loop {
-        let session = client.session().await?;
+        let session = match renewed.take() {
+            Some(session) => session,
+            None => client.session().await?,
+        };
         let losses_seen = session.health().losses;
         let mut pending = PendingNode::in_queue(session.clone(), spec.path, new_protected_prefix());
         let mut own_watch = None;
@@ -111,7 +115,7 @@ pub(crate) async fn acquire(client: &Client, spec: &LockSpec<'_>, wait: Wait) ->
                 // The node goes with the session (ended, or retired and closed as soon as it
                 // can be); queue again on a new one if we can open it.
                 pending.let_go();
-                renewal(client, &session).await?;
+                renewed = Some(renewal(client, &session, wait, spec.path, started).await?);
             }
         }
     }
@@ -138,16 +142,43 @@ pub(super) async fn while_usable<T>(
     }
 }
 
-/// After an attempt's session went: `Ok` once the client can open a new session.
-pub(super) async fn renewal(client: &Client, session: &Session) -> Result<()> {
+/// The longest pause between two attempts to open a session for a waiting acquisition.
+const MAX_RENEWAL_PAUSE: Duration = Duration::from_secs(2);
+
+/// After an attempt's session went: the session of the next attempt. The servers may be out of
+/// reach for a while (the partition that made us give the old session up), so opening one is
+/// tried again for as long as `wait` allows.
+pub(super) async fn renewal(
+    client: &Client,
+    old: &Session,
+    wait: Wait,
+    path: &str,
+    started: Instant,
+) -> Result<Arc<Session>> {
     if !client.is_renewable() {
         return Err(ZkError::SessionExpired.into());
     }
-    if session.is_usable() {
+    if old.is_usable() {
         // An error said the session ended: let its state catch up, so the client renews it.
-        let _ = until_connected(&session.zk).await;
+        let _ = until_connected(&old.zk).await;
     }
-    Ok(())
+    let timeout = || Error::Timeout { path: path.to_owned(), waited: started.elapsed() };
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let opened = until_deadline(wait, client.session()).await.ok_or_else(timeout)?;
+        match opened {
+            Err(Error::Connect { .. }) if !matches!(wait, Wait::Once) => {
+                if let Wait::Until(deadline) = wait {
+                    if Instant::now() + pause >= deadline {
+                        return Err(timeout());
+                    }
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_RENEWAL_PAUSE);
+            }
+            opened => return opened,
+        }
+    }
 }
 
 /// One attempt on one session. Returns the granted node's path and fencing token; if it had to

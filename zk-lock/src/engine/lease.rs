@@ -149,8 +149,12 @@ pub(crate) async fn acquire_leases(
     let started = Instant::now();
     let parents =
         Parents { locks: format!("{}/{LOCK_PARENT}", spec.path), leases: format!("{}/{LEASE_PARENT}", spec.path) };
+    let mut renewed = None;
     loop {
-        let session = client.session().await?;
+        let session = match renewed.take() {
+            Some(session) => session,
+            None => client.session().await?,
+        };
         let losses_seen = session.health().losses;
         let mut lock = OwnNode::new(&session, &parents.locks, LOCK_NAME);
         let mut leases = Vec::with_capacity(spec.count);
@@ -187,7 +191,7 @@ pub(crate) async fn acquire_leases(
                 // can be); start again on a new one if we can open it.
                 lock.pending.let_go();
                 leases.iter_mut().for_each(|lease| lease.pending.let_go());
-                renewal(client, &session).await?;
+                renewed = Some(renewal(client, &session, wait, spec.path, started).await?);
             }
         }
     }

@@ -19,6 +19,7 @@ pub(crate) struct OwnedNode {
 
 impl OwnedNode {
     /// Whether `path` is (or could be, while its name is unknown) this node.
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn matches(&self, path: &str) -> bool {
         let Some(name) = path.strip_prefix(self.parent.as_str()).and_then(|rest| rest.strip_prefix('/')) else {
             return false;
@@ -68,6 +69,7 @@ impl Ledger {
     }
 
     /// Every node still owned.
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn nodes(&self) -> Vec<OwnedNode> {
         self.nodes.values().cloned().collect()
     }
