@@ -251,8 +251,9 @@ impl ClientBuilder {
     }
 
     /// The session timeout to negotiate (default 10 s). The server clamps it to its own
-    /// `minSessionTimeout`..`maxSessionTimeout`. A lock is reported lost once the connection
-    /// has been down this long.
+    /// `minSessionTimeout`..`maxSessionTimeout`. A lock is reported lost when the server has not
+    /// answered for 3/5 of it (before the server could expire the session); the session is then
+    /// closed as soon as the server is reachable and replaced.
     pub fn session_timeout(mut self, timeout: Duration) -> Self {
         self.config.session_timeout = timeout;
         self

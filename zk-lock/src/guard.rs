@@ -74,6 +74,12 @@ macro_rules! lock_guard {
             /// Resolves when the lock is lost, with the reason; never, if it is released first.
             /// Race it against the work done under the lock to stop that work when the lock goes.
             ///
+            /// When the server stops answering (a partition, a dead server), it resolves 3/5 of the
+            /// session timeout after the send of the last request the server answered: before the
+            /// server could expire the session and grant the lock to anyone else (see
+            /// docs/reliability.md, "Told first"). A frozen process learns it only when it runs
+            /// again: fence your writes with [`fencing_token`](Self::fencing_token).
+            ///
             /// # Cancel safety
             ///
             /// Cancel safe: it only observes.
