@@ -419,3 +419,25 @@ async fn a_session_that_survives_a_partition_longer_than_its_timeout_is_retired(
         assert!(free_after < LONG_SESSION / 2, "{recipe}: free only {free_after:?} after the heal");
     }
 }
+
+/// A lock asked for while the client's session is being retired (the partition goes on) waits
+/// for a new session, as long as its timeout allows, and is granted once the partition heals:
+/// it does not fail because the first attempts to open a session could not reach the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_asked_for_during_a_partition_is_granted_after_the_heal() {
+    for recipe in RECIPES {
+        let path = unique(&format!("asked-during-{recipe}"));
+        let proxy = Proxy::start(server().connect_string()).expect("start proxy");
+        let partitioned = client_through(&proxy).await;
+        proxy.cut();
+        until_retiring(&partitioned, &path).await;
+        let asked = spawn_take(recipe, &partitioned, &path);
+        // The scenario: the partition lasts several failed attempts to open a session.
+        tokio::time::sleep(CONNECT * 4).await;
+        assert!(!asked.is_finished(), "{recipe}: gave up while the partition lasted");
+        proxy.heal();
+        let held = asked.await.expect("task").expect("granted after the heal");
+        held.release().await.expect("release");
+        no_orphans(&partitioned, &path, PATIENCE).await;
+    }
+}

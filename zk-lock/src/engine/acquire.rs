@@ -77,12 +77,8 @@ pub(crate) struct Granted {
 /// Cancel safe: dropping the future removes our node in the background.
 pub(crate) async fn acquire(client: &Client, spec: &LockSpec<'_>, wait: Wait) -> Result<Granted> {
     let started = Instant::now();
-    let mut renewed = None;
     loop {
-        let session = match renewed.take() {
-            Some(session) => session,
-            None => client.session().await?,
-        };
+        let session = session_within(client, wait, spec.path, started).await?;
         let losses_seen = session.health().losses;
         let mut pending = PendingNode::in_queue(session.clone(), spec.path, new_protected_prefix());
         let mut own_watch = None;
@@ -115,7 +111,7 @@ pub(crate) async fn acquire(client: &Client, spec: &LockSpec<'_>, wait: Wait) ->
                 // The node goes with the session (ended, or retired and closed as soon as it
                 // can be); queue again on a new one if we can open it.
                 pending.let_go();
-                renewed = Some(renewal(client, &session, wait, spec.path, started).await?);
+                renewal(client, &session).await?;
             }
         }
     }
@@ -145,16 +141,8 @@ pub(super) async fn while_usable<T>(
 /// The longest pause between two attempts to open a session for a waiting acquisition.
 const MAX_RENEWAL_PAUSE: Duration = Duration::from_secs(2);
 
-/// After an attempt's session went: the session of the next attempt. The servers may be out of
-/// reach for a while (the partition that made us give the old session up), so opening one is
-/// tried again for as long as `wait` allows.
-pub(super) async fn renewal(
-    client: &Client,
-    old: &Session,
-    wait: Wait,
-    path: &str,
-    started: Instant,
-) -> Result<Arc<Session>> {
+/// After an attempt's session went: `Ok` if the client can open another one.
+pub(super) async fn renewal(client: &Client, old: &Session) -> Result<()> {
     if !client.is_renewable() {
         return Err(ZkError::SessionExpired.into());
     }
@@ -162,6 +150,13 @@ pub(super) async fn renewal(
         // An error said the session ended: let its state catch up, so the client renews it.
         let _ = until_connected(&old.zk).await;
     }
+    Ok(())
+}
+
+/// The session of the next attempt: the client's, or a new one if it ended or was retired. The
+/// servers may be out of reach for a while (the partition that made us give the old session
+/// up), so opening one is tried again for as long as `wait` allows.
+pub(super) async fn session_within(client: &Client, wait: Wait, path: &str, started: Instant) -> Result<Arc<Session>> {
     let timeout = || Error::Timeout { path: path.to_owned(), waited: started.elapsed() };
     let mut pause = Duration::from_millis(50);
     loop {

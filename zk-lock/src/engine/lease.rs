@@ -29,7 +29,7 @@ use zookeeper_client::{
     Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType, MultiReadResult, OneshotWatcher, WatchedEvent,
 };
 
-use super::acquire::{renewal, until_deadline, wait_for_grant, while_usable, LockSpec, Wait};
+use super::acquire::{renewal, session_within, until_deadline, wait_for_grant, while_usable, LockSpec, Wait};
 use super::claim::Claim;
 use super::failed::Failed;
 use super::node_name::{new_protected_prefix, sorted_nodes, MUTEX};
@@ -149,12 +149,8 @@ pub(crate) async fn acquire_leases(
     let started = Instant::now();
     let parents =
         Parents { locks: format!("{}/{LOCK_PARENT}", spec.path), leases: format!("{}/{LEASE_PARENT}", spec.path) };
-    let mut renewed = None;
     loop {
-        let session = match renewed.take() {
-            Some(session) => session,
-            None => client.session().await?,
-        };
+        let session = session_within(client, wait, spec.path, started).await?;
         let losses_seen = session.health().losses;
         let mut lock = OwnNode::new(&session, &parents.locks, LOCK_NAME);
         let mut leases = Vec::with_capacity(spec.count);
@@ -191,7 +187,7 @@ pub(crate) async fn acquire_leases(
                 // can be); start again on a new one if we can open it.
                 lock.pending.let_go();
                 leases.iter_mut().for_each(|lease| lease.pending.let_go());
-                renewed = Some(renewal(client, &session, wait, spec.path, started).await?);
+                renewal(client, &session).await?;
             }
         }
     }
