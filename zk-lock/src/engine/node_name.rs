@@ -2,10 +2,6 @@
 //!
 //! Pure functions over child names, so the ordering rules are tested without a server.
 
-use std::hash::{BuildHasher, RandomState};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
-
 /// Curator's protection marker: a node whose name starts with `_c_<uuid>-` can be found
 /// again after a connection loss hid the reply to its `create`.
 const PROTECTED_MARKER: &str = "_c_";
@@ -55,7 +51,7 @@ pub(crate) const RW_WRITE: QueueRules =
 
 /// The `_c_<uuid>-` prefix of a new node: a fresh random (version 4) UUID each time.
 pub(crate) fn new_protected_prefix() -> String {
-    format!("{PROTECTED_MARKER}{}-", random_uuid())
+    format!("{PROTECTED_MARKER}{}-", uuid::Uuid::new_v4())
 }
 
 /// The `_c_<uuid>-` prefix of a protected node's name; `None` for other names (kazoo's).
@@ -99,30 +95,6 @@ pub(crate) fn all_ahead(nodes: &[SequenceNode], ours: usize) -> Vec<String> {
 /// Read/write rule for readers: only writers ahead block.
 pub(crate) fn writers_ahead(nodes: &[SequenceNode], ours: usize) -> Vec<String> {
     nodes[..ours].iter().filter(|node| node.kind == WRITE).map(|node| node.name.clone()).collect()
-}
-
-fn random_uuid() -> String {
-    let high = random_u64();
-    let low = random_u64();
-    // Version 4 and RFC 4122 variant bits, so the id reads as the UUID Curator would make.
-    let high = (high & !0xf000) | 0x4000;
-    let low = (low & !(0b11 << 62)) | (0b10 << 62);
-    format!(
-        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-        high >> 32,
-        (high >> 16) & 0xffff,
-        high & 0xffff,
-        low >> 48,
-        low & 0xffff_ffff_ffff
-    )
-}
-
-/// Unique, unpredictable 64-bit values without a dependency: std's randomly keyed SipHash over
-/// a process-wide counter, the process id and the clock.
-fn random_u64() -> u64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    RandomState::new().hash_one((COUNTER.fetch_add(1, Ordering::Relaxed), std::process::id(), nanos))
 }
 
 #[cfg(test)]
