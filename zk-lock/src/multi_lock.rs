@@ -239,7 +239,7 @@ impl MultiGuard {
             if watches.is_empty() {
                 return std::future::pending().await;
             }
-            first_of(watches).await
+            futures::future::select_all(watches).await.0
         }
     }
 }
@@ -257,18 +257,4 @@ impl Drop for MultiGuard {
             drop(hold);
         }
     }
-}
-
-/// The output of whichever future finishes first.
-async fn first_of<F: Future + Unpin>(mut futures: Vec<F>) -> F::Output {
-    std::future::poll_fn(move |cx| {
-        futures
-            .iter_mut()
-            .find_map(|future| match std::pin::Pin::new(future).poll(cx) {
-                std::task::Poll::Ready(output) => Some(output),
-                std::task::Poll::Pending => None,
-            })
-            .map_or(std::task::Poll::Pending, std::task::Poll::Ready)
-    })
-    .await
 }

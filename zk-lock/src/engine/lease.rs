@@ -21,7 +21,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::Poll;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -413,18 +412,6 @@ async fn create_then_list(
 
 /// Removes every node an acquisition made and still owns, all deletes sent at once.
 async fn remove_all(lock: &mut OwnNode, leases: &mut [OwnNode]) {
-    let mut removals: Vec<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = Vec::with_capacity(leases.len() + 1);
-    removals.push(Box::pin(lock.pending.remove()));
-    for lease in leases {
-        removals.push(Box::pin(lease.pending.remove()));
-    }
-    std::future::poll_fn(|cx| {
-        removals.retain_mut(|removal| removal.as_mut().poll(cx).is_pending());
-        if removals.is_empty() {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    })
-    .await;
+    let removals = std::iter::once(lock).chain(leases).map(|node| node.pending.remove());
+    futures::future::join_all(removals).await;
 }
