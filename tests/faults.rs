@@ -31,7 +31,7 @@ use faults::fleet::{Fleet, Reports};
 use faults::history::check;
 use faults::store::Store;
 use faults::worker::{base_path, Config, Role, SEMAPHORE_LEASES};
-use support::zk::Rng;
+use support::zk::rng;
 use tokio::sync::RwLock;
 use tokio::time::Instant;
 use zk_lock::testing::{Proxy, TestingCluster};
@@ -566,7 +566,7 @@ async fn soak(acquisitions: usize, processes: usize, faults: usize) {
     let session = Duration::from_secs(4);
     let mut run = Run::new("soak").await;
     run.spawn_behind_proxies(processes, Role::Contend, 2, ALL_OPS, session);
-    let mut rng = Rng::from_time();
+    let mut rng = rng();
     let step = acquisitions / (faults + 1);
     let mut injected = BTreeMap::<Fault, usize>::new();
     for i in 0..faults {
@@ -592,7 +592,7 @@ async fn soak(acquisitions: usize, processes: usize, faults: usize) {
                 blocking(|| cluster.restart_all()).await.expect("restart the ensemble");
             }
             Fault::ShortPause | Fault::LongPause => {
-                let worker = rng.below(run.fleet.len() as u64) as usize;
+                let worker = rng.u64(..run.fleet.len() as u64) as usize;
                 let pause = if fault == Fault::ShortPause { session / 4 } else { session + Duration::from_secs(2) };
                 run.fleet.pause(worker);
                 tokio::time::sleep(pause).await;
@@ -600,7 +600,7 @@ async fn soak(acquisitions: usize, processes: usize, faults: usize) {
                 eprintln!("[soak] paused {} for {pause:?}", run.fleet.id(worker));
             }
             Fault::ShortPartition | Fault::LongPartition => {
-                let worker = rng.below(run.fleet.len() as u64) as usize;
+                let worker = rng.u64(..run.fleet.len() as u64) as usize;
                 // Past the moment its locks are declared lost (3/5), or past the timeout itself.
                 let cut = if fault == Fault::ShortPartition { session * 4 / 5 } else { session * 3 / 2 };
                 run.partition(worker, cut).await;

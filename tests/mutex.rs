@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use support::exclusion::GuardedCounter;
-use support::zk::{children, client_with_session_timeout, new_client, server, wait_for_children, Rng};
+use support::zk::{children, client_with_session_timeout, new_client, rng, server, wait_for_children};
 use zk_lock::{Error, LostReason, Mutex};
 
 const PATH: &str = "/it-mutex";
@@ -129,14 +129,14 @@ async fn timeout_and_busy_remove_their_node_before_returning() {
 async fn acquisitions_dropped_at_random_points_leave_no_node() {
     let path = format!("{PATH}/cancel");
     let client = new_client().await;
-    let mut rng = Rng::from_time();
+    let mut rng = rng();
     for round in 0..60 {
         // Half the rounds contend with a holder, half race the uncontended path.
         let holder = if round % 2 == 0 { Some(Mutex::with_client(&client, &path).lock().await.unwrap()) } else { None };
         let contender = client.clone();
         let path = path.clone();
         let acquire = tokio::spawn(async move { Mutex::with_client(&contender, &path).lock().await });
-        tokio::time::sleep(Duration::from_micros(rng.below(3_000))).await;
+        tokio::time::sleep(Duration::from_micros(rng.u64(..3_000))).await;
         acquire.abort();
         // Whatever the abort interrupted, a guard it produced is dropped too.
         let _ = acquire.await;

@@ -198,7 +198,7 @@ async fn timed_out_reads_and_writes_leave_no_node() {
 async fn reads_and_writes_dropped_at_random_points_leave_no_node() {
     let path = format!("{PATH}/cancel");
     let client = new_client().await;
-    let mut rng = support::zk::Rng::from_time();
+    let mut rng = support::zk::rng();
     for round in 0..40 {
         // A writer holds in half the rounds, so the dropped acquisitions are waiting there.
         let holder =
@@ -213,7 +213,7 @@ async fn reads_and_writes_dropped_at_random_points_leave_no_node() {
                 lock.read().await.map(drop)
             }
         });
-        tokio::time::sleep(Duration::from_micros(rng.below(3_000))).await;
+        tokio::time::sleep(Duration::from_micros(rng.u64(..3_000))).await;
         acquire.abort();
         let _ = acquire.await;
         drop(holder);

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::zk::{children, client_with_session_timeout, new_client, server, wait_for_children, Rng, PATIENCE};
+use support::zk::{children, client_with_session_timeout, new_client, rng, server, wait_for_children, PATIENCE};
 use tokio::sync::Barrier;
 use zk_lock::{
     Client, Error, LostReason, Semaphore, SemaphoreMutex, SemaphoreMutexGuard, SemaphorePermit, SharedCount,
@@ -106,13 +106,13 @@ async fn four_sessions_of_eight_tasks_never_exceed_the_limit_and_reach_it() {
             let semaphore = Semaphore::with_client(&client, &path, MAX as u32);
             let (holders, grant) = (holders.clone(), grant.clone());
             tasks.push(tokio::spawn(async move {
-                let mut rng = Rng::from_time();
+                let mut rng = rng();
                 for _ in 0..ROUNDS {
                     let permit = semaphore.acquire().await.expect("acquire");
                     grant();
                     // Work under the lease that takes longer than a grant, so that the limit, not
                     // the rate of grants, decides how many hold at once.
-                    tokio::time::sleep(Duration::from_micros(1_000 + rng.below(4_000))).await;
+                    tokio::time::sleep(Duration::from_micros(1_000 + rng.u64(..4_000))).await;
                     holders.fetch_sub(1, Ordering::SeqCst);
                     permit.release().await.expect("release");
                 }
@@ -271,7 +271,7 @@ async fn acquisitions_dropped_at_random_points_leave_no_node() {
     let path = format!("{PATH}/cancel");
     let client = new_client().await;
     let contender_client = new_client().await;
-    let mut rng = Rng::from_time();
+    let mut rng = rng();
     for round in 0..90 {
         // A full semaphore, a half-full one (two leases asked, one free), a free one.
         let semaphore = Semaphore::with_client(&client, &path, 2);
@@ -289,7 +289,7 @@ async fn acquisitions_dropped_at_random_points_leave_no_node() {
                 contender.acquire_many(1).await
             }
         });
-        tokio::time::sleep(Duration::from_micros(rng.below(4_000))).await;
+        tokio::time::sleep(Duration::from_micros(rng.u64(..4_000))).await;
         acquire.abort();
         // Whatever the abort interrupted, permits it produced are dropped too.
         let _ = acquire.await;

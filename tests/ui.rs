@@ -3,9 +3,11 @@
 //! `.stderr` beside it. Regenerate those with `TRYBUILD=overwrite cargo test --test ui`, then read
 //! the diff: every message must point at the user's token and say what to write instead.
 
-/// The compiler the `.stderr` snapshots were made with: rustc's wording changes between
-/// releases, so another version must regenerate them (and update this line) rather than fail
-/// on a diff of rustc's own text.
+/// The compiler the `.stderr` snapshots were made with. rustc's wording changes between releases,
+/// so with another compiler the refused attributes are not compared with the snapshots (that
+/// would fail on rustc's own text, not ours); the accepted ones are still compiled and run. CI
+/// runs 1.95.0, where both are checked; regenerate the snapshots for a new compiler with
+/// `TRYBUILD=overwrite cargo test --test ui`, read the diff, and update this line.
 const SNAPSHOT_RUSTC: &str = "rustc 1.95.0 ";
 
 #[test]
@@ -15,14 +17,16 @@ fn ui() {
         .output()
         .expect("run rustc --version");
     let version = String::from_utf8_lossy(&rustc.stdout);
-    assert!(
-        version.starts_with(SNAPSHOT_RUSTC),
-        "the UI snapshots were made with `{}`, this is `{}`: regenerate them with \
-         `TRYBUILD=overwrite cargo test --test ui`, read the diff, and update SNAPSHOT_RUSTC",
-        SNAPSHOT_RUSTC.trim(),
-        version.trim()
-    );
     let cases = trybuild::TestCases::new();
     cases.pass("tests/ui/pass/*.rs");
-    cases.compile_fail("tests/ui/fail/*.rs");
+    if version.starts_with(SNAPSHOT_RUSTC) {
+        cases.compile_fail("tests/ui/fail/*.rs");
+    } else {
+        eprintln!(
+            "tests/ui/fail: the error snapshots were made with `{}`, this is `{}`: only the accepted \
+             attributes are checked; regenerate the snapshots with `TRYBUILD=overwrite cargo test --test ui`",
+            SNAPSHOT_RUSTC.trim(),
+            version.trim()
+        );
+    }
 }

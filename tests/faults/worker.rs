@@ -20,7 +20,7 @@ use zookeeper_client::SessionState;
 
 use super::history::{now_ns, Grant, Kind, LateWrite, Line, Outcome, Written};
 use super::store::StoreClient;
-use crate::support::zk::Rng;
+use crate::support::zk::rng;
 
 /// The environment variable carrying a worker's settings; without it the worker test returns.
 pub const ENV: &str = "ZK_LOCK_FAULTS_WORKER";
@@ -352,11 +352,11 @@ impl Worker {
         self.orders.borrow().stop
     }
 
-    fn pick(&self, rng: &mut Rng) -> Op {
+    fn pick(&self, rng: &mut fastrand::Rng) -> Op {
         let base = base_path(&self.config.run);
         let ops = &self.config.ops;
-        match ops[rng.below(ops.len() as u64) as usize].as_str() {
-            "mutex" => Op { kind: Kind::Mutex, path: format!("{base}/m{}", rng.below(2)) },
+        match ops[rng.u64(..ops.len() as u64) as usize].as_str() {
+            "mutex" => Op { kind: Kind::Mutex, path: format!("{base}/m{}", rng.u64(..2)) },
             "read" => Op { kind: Kind::Read, path: format!("{base}/rw") },
             "write" => Op { kind: Kind::Write, path: format!("{base}/rw") },
             "sem" => Op { kind: Kind::Semaphore(SEMAPHORE_LEASES), path: format!("{base}/sem") },
@@ -468,7 +468,7 @@ impl Worker {
     /// One contending task: acquire, hold, release until told to stop.
     async fn contend(self: Arc<Self>, task: usize, chaos: bool) {
         let proc = format!("{}/t{task}", self.config.id);
-        let mut rng = Rng::from_time();
+        let mut rng = rng();
         let mut store = StoreClient::new(self.config.store);
         let mut seq = 0u64;
         while !self.stopped() {
@@ -485,11 +485,11 @@ impl Worker {
                 continue;
             }
             let disconnects = self.stats.disconnects.load(Ordering::SeqCst);
-            let dice = if chaos { rng.below(100) } else { 100 };
+            let dice = if chaos { rng.u64(..100) } else { 100 };
             let acquired = match dice {
                 // Cancel with a timer at a random moment: mid-create, queued, or just granted.
                 0..25 => {
-                    let within = Duration::from_micros(rng.below(4_000));
+                    let within = Duration::from_micros(rng.u64(..4_000));
                     match tokio::time::timeout(within, self.acquire(&op, &data)).await {
                         Ok(acquired) => acquired,
                         Err(_) => {
@@ -499,7 +499,7 @@ impl Worker {
                     }
                 }
                 // Cancel after a random number of polls, whatever the clock says.
-                25..45 => match polled_at_most(rng.below(8) as usize, self.acquire(&op, &data)).await {
+                25..45 => match polled_at_most(rng.u64(..8) as usize, self.acquire(&op, &data)).await {
                     Some(acquired) => acquired,
                     None => {
                         self.stats.cancels.fetch_add(1, Ordering::SeqCst);
@@ -508,8 +508,8 @@ impl Worker {
                 },
                 // The attribute's path, cancelled at a random point of the acquire or the body.
                 45..55 => {
-                    let n = rng.below(2);
-                    let within = Duration::from_micros(rng.below(6_000));
+                    let n = rng.u64(..2);
+                    let within = Duration::from_micros(rng.u64(..6_000));
                     let call = annotated(&self.config.run, n, &proc, &mut store, false);
                     if tokio::time::timeout(within, call).await.is_err() {
                         self.stats.cancels.fetch_add(1, Ordering::SeqCst);
@@ -519,7 +519,7 @@ impl Worker {
                 // Panic while holding, in a task of its own: its guard is dropped unwinding.
                 55..65 => {
                     let worker = self.clone();
-                    let (task_proc, op, data, annotate) = (proc.clone(), op.clone(), data.clone(), rng.below(2) == 0);
+                    let (task_proc, op, data, annotate) = (proc.clone(), op.clone(), data.clone(), rng.u64(..2) == 0);
                     let proc = &proc;
                     let run = self.config.run.clone();
                     let addr = self.config.store;

@@ -1,6 +1,6 @@
 //! Clients of the shared test server and ways to wait for the lock queue to change.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use zk_lock::testing::{shared_server, TestingServer};
 use zk_lock::Client;
@@ -67,21 +67,10 @@ pub async fn wait_for_children(client: &Client, path: &str, done: impl Fn(&[Stri
     }
 }
 
-/// A small xorshift generator for random cancellation points; seeded from the clock and
-/// printed, so a failing run can be told apart.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn from_time() -> Self {
-        let seed = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64) | 1;
-        eprintln!("rng seed {seed}");
-        Self(seed)
-    }
-
-    pub fn below(&mut self, bound: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % bound
-    }
+/// A random generator for random cancellation points and delays, with its seed printed, so a
+/// failing run can be replayed (`fastrand::Rng::with_seed`).
+pub fn rng() -> fastrand::Rng {
+    let seed = fastrand::u64(..);
+    eprintln!("rng seed {seed}");
+    fastrand::Rng::with_seed(seed)
 }
