@@ -23,8 +23,6 @@
 mod alloc;
 #[path = "bench/contender.rs"]
 mod contender;
-#[path = "bench/json.rs"]
-mod json;
 #[path = "bench/native.rs"]
 mod native;
 #[path = "bench/peer.rs"]
@@ -38,10 +36,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use serde_json::{json, Value};
 use tokio::time::Instant;
 use zk_lock::testing::TestingServer;
 
-use json::Json;
 use native::{Native, Plan, Recipe};
 use peer::{Measured, Peer, Queued};
 use report::Record;
@@ -286,8 +284,8 @@ fn median_of_runs(args: &[String]) -> ExitCode {
     for file in &files {
         let parsed = std::fs::read_to_string(file)
             .map_err(|e| e.to_string())
-            .and_then(|text| Json::parse(&text))
-            .and_then(|report| Ok((report::records_of(&report)?, report.get("meta").cloned().unwrap_or(Json::Null))));
+            .and_then(|text| serde_json::from_str::<Value>(&text).map_err(|e| e.to_string()))
+            .and_then(|report| Ok((report::records_of(&report)?, report["meta"].clone())));
         match parsed {
             Ok((records, meta)) => {
                 runs.push(records);
@@ -311,14 +309,16 @@ fn median_of_runs(args: &[String]) -> ExitCode {
         runs.iter().map(|run| report::targets(run).iter().map(|t| t.value).collect()).collect();
     report::print_targets(&targets, Some(&per_run));
     if let Some(out) = out {
-        let report = Json::obj([
-            ("runs", Json::Arr(files.iter().map(|f| Json::str(f.display().to_string())).collect())),
-            ("meta_of_runs", Json::Arr(metas)),
-            ("records", Json::Arr(records.iter().map(Record::to_json).collect())),
-            ("targets", Json::Arr(targets.iter().map(report::Target::to_json).collect())),
-        ]);
-        let written =
-            out.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| std::fs::write(&out, report.pretty()));
+        let report = json!({
+            "runs": files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
+            "meta_of_runs": metas,
+            "records": records.iter().map(Record::to_json).collect::<Vec<_>>(),
+            "targets": targets.iter().map(report::Target::to_json).collect::<Vec<_>>(),
+        });
+        let written = out
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&out, report::pretty(report)));
         if let Err(e) = written {
             eprintln!("bench: cannot write {}: {e}", out.display());
             return ExitCode::FAILURE;
@@ -431,27 +431,22 @@ async fn run(opts: &Opts, server: &TestingServer, data: (PathBuf, bool)) -> Exit
     report::print_targets(&targets, None);
 
     let mut meta = machine(server, &data);
-    if let Json::Obj(map) = &mut meta {
-        map.insert(
-            "started_unix_s".into(),
-            Json::Num(started.duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs() as f64)),
-        );
-        map.insert("duration_s".into(), Json::Num(elapsed.as_secs_f64()));
-        map.insert("loadavg_start".into(), Json::str(load_start));
-        map.insert("loadavg_end".into(), Json::str(read_first_line("/proc/loadavg")));
-        map.insert("command".into(), Json::str(format!("scripts/bench {}", opts.args.join(" ")).trim_end().to_owned()));
-        map.insert("parameters".into(), parameters(opts));
-    }
-    let report = Json::obj([
-        ("meta", meta),
-        ("records", Json::Arr(records.iter().map(Record::to_json).collect())),
-        ("targets", Json::Arr(targets.iter().map(report::Target::to_json).collect())),
-    ]);
+    meta["started_unix_s"] = json!(started.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()));
+    meta["duration_s"] = json!(elapsed.as_secs_f64());
+    meta["loadavg_start"] = json!(load_start);
+    meta["loadavg_end"] = json!(read_first_line("/proc/loadavg"));
+    meta["command"] = json!(format!("scripts/bench {}", opts.args.join(" ")).trim_end());
+    meta["parameters"] = parameters(opts);
+    let report = json!({
+        "meta": meta,
+        "records": records.iter().map(Record::to_json).collect::<Vec<_>>(),
+        "targets": targets.iter().map(report::Target::to_json).collect::<Vec<_>>(),
+    });
     let written = opts
         .out
         .parent()
         .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|()| std::fs::write(&opts.out, report.pretty()));
+        .and_then(|()| std::fs::write(&opts.out, report::pretty(report)));
     match written {
         Ok(()) => println!("\nJSON report: {} ({:.0} s)", opts.out.display(), elapsed.as_secs_f64()),
         Err(e) => {
@@ -783,7 +778,7 @@ async fn memory_row(ctx: &mut Ctx<'_>) {
     }
 }
 
-fn memory_record(ctx: &mut Ctx<'_>, client: ClientId, case: String, measured: Result<Json, String>) {
+fn memory_record(ctx: &mut Ctx<'_>, client: ClientId, case: String, measured: Result<Value, String>) {
     let record = match measured {
         Ok(result) => report::memory(client.name(), case, &result),
         Err(e) => Record::failed("memory", case, client.name(), e),
@@ -797,7 +792,7 @@ fn read_first_line(path: &str) -> String {
 }
 
 /// The machine and software the numbers come from.
-fn machine(server: &TestingServer, data: &(PathBuf, bool)) -> Json {
+fn machine(server: &TestingServer, data: &(PathBuf, bool)) -> Value {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu = cpuinfo
         .lines()
@@ -828,38 +823,37 @@ fn machine(server: &TestingServer, data: &(PathBuf, bool)) -> Json {
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
             .unwrap_or_else(|| "unknown".to_owned())
     };
-    Json::obj([
-        ("nproc", Json::Num(std::thread::available_parallelism().map_or(0, |n| n.get()) as f64)),
-        ("cpu", Json::str(cpu)),
-        ("memory_gib", Json::Num((mem_kb / 1024.0 / 1024.0 * 10.0).round() / 10.0)),
-        ("kernel", Json::str(read_first_line("/proc/sys/kernel/osrelease"))),
-        ("zookeeper", Json::str(zk_version)),
-        ("java", Json::str(java)),
-        ("curator_package", Json::str(package("libcurator-recipes-java"))),
-        ("kazoo_package", Json::str(package("python3-kazoo"))),
-        ("zookeeper_client_crate", Json::str("0.11.2")),
-        ("jvm_flags", Json::str(peer::JVM_FLAGS.join(" "))),
-        ("server_data_dir", Json::str(data.0.display().to_string())),
-        ("server_data_on_tmpfs", Json::Bool(data.1)),
-    ])
+    json!({
+        "nproc": std::thread::available_parallelism().map_or(0, |n| n.get()),
+        "cpu": cpu,
+        "memory_gib": (mem_kb / 1024.0 / 1024.0 * 10.0).round() / 10.0,
+        "kernel": read_first_line("/proc/sys/kernel/osrelease"),
+        "zookeeper": zk_version,
+        "java": java,
+        "curator_package": package("libcurator-recipes-java"),
+        "kazoo_package": package("python3-kazoo"),
+        "zookeeper_client_crate": "0.11.2",
+        "jvm_flags": peer::JVM_FLAGS.join(" "),
+        "server_data_dir": data.0.display().to_string(),
+        "server_data_on_tmpfs": data.1,
+    })
 }
 
-fn parameters(opts: &Opts) -> Json {
-    let list = |v: &[usize]| Json::Arr(v.iter().map(|n| Json::Num(*n as f64)).collect());
-    Json::obj([
-        ("quick", Json::Bool(opts.quick)),
-        ("warmup", Json::Num(opts.plan.warm as f64)),
-        ("cycles", Json::Num(opts.plan.n as f64)),
-        ("loop_budget_s", Json::Num(opts.plan.budget.as_secs_f64())),
-        ("contended_warm_s", Json::Num(opts.contended_warm.as_secs_f64())),
-        ("contended_measure_s", Json::Num(opts.contended_measure.as_secs_f64())),
-        ("contended_sessions", list(&opts.sessions)),
-        ("drain_waiters", list(&opts.drains)),
-        ("drain_timeout_s", Json::Num(opts.drain_timeout.as_secs_f64())),
-        ("memory_waiting_shapes", Json::Arr(opts.waiting.iter().map(|(p, n)| list(&[*p, *n])).collect())),
-        ("memory_held", Json::Num(opts.held as f64)),
-        ("rounds", Json::Num(opts.rounds as f64)),
-        ("server_warmup_iterations", Json::Num(opts.server_warmup as f64)),
-        ("session_timeout_s", Json::Num(native::SESSION_TIMEOUT.as_secs_f64())),
-    ])
+fn parameters(opts: &Opts) -> Value {
+    json!({
+        "quick": opts.quick,
+        "warmup": opts.plan.warm,
+        "cycles": opts.plan.n,
+        "loop_budget_s": opts.plan.budget.as_secs_f64(),
+        "contended_warm_s": opts.contended_warm.as_secs_f64(),
+        "contended_measure_s": opts.contended_measure.as_secs_f64(),
+        "contended_sessions": opts.sessions,
+        "drain_waiters": opts.drains,
+        "drain_timeout_s": opts.drain_timeout.as_secs_f64(),
+        "memory_waiting_shapes": opts.waiting,
+        "memory_held": opts.held,
+        "rounds": opts.rounds,
+        "server_warmup_iterations": opts.server_warmup,
+        "session_timeout_s": native::SESSION_TIMEOUT.as_secs_f64(),
+    })
 }

@@ -13,13 +13,13 @@ use std::net::SocketAddr;
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::time::{timeout_at, Instant};
 
-use crate::json::Json;
-use crate::native::{self, err, micros, nums, Native, Res, SETTLE};
-use crate::peer::Measured;
+use crate::native::{self, err, micros, Native, Res, SETTLE};
+use crate::peer::{samples, Measured};
 use crate::stats::Counters;
 
 /// The hidden first argument that turns this binary into a contender.
@@ -152,9 +152,7 @@ async fn work(kind: Native, connect: &str, path: &str) -> Res<()> {
             waits.push(micros(granted - t0));
         }
     }
-    let result =
-        Json::obj([("grants_total", Json::Num(total as f64)), ("wait_us", nums(waits)), ("held_ns", nums(held))]);
-    println!("result {}", result.pretty().replace('\n', ""));
+    println!("result {}", json!({"grants_total": total, "wait_us": waits, "held_ns": held}));
     // Keep the session until the parent has read the server's counters.
     while read_line().await.is_ok_and(|line| line.is_some()) {}
     drop(lock);
@@ -255,7 +253,9 @@ pub async fn contended(
     let mut results = Vec::with_capacity(sessions);
     for worker in &mut workers {
         let line = worker.expect("result ", deadline).await?;
-        results.push(Json::parse(&line).map_err(|e| format!("bad result from a contender process: {e}"))?);
+        let result: Value =
+            serde_json::from_str(&line).map_err(|e| format!("bad result from a contender process: {e}"))?;
+        results.push(result);
     }
     tokio::time::sleep(SETTLE).await;
     let after = Counters::read_async(server).await?;
@@ -273,20 +273,20 @@ pub async fn contended(
     let mut intervals = Vec::new();
     let mut total = 0.0;
     for result in &results {
-        waits.extend(result.nums("wait_us"));
-        total += result.num("grants_total").unwrap_or(0.0);
-        intervals.extend(result.nums("held_ns").chunks_exact(2).map(|pair| (pair[0], pair[1])));
+        waits.extend(samples(result, "wait_us"));
+        total += result["grants_total"].as_f64().unwrap_or(0.0);
+        intervals.extend(samples(result, "held_ns").chunks_exact(2).map(|pair| (pair[0], pair[1])));
     }
     let (violations, max_holders) = overlaps(intervals);
-    let result = Json::obj([
-        ("sessions", Json::Num(sessions as f64)),
-        ("measure_s", Json::Num(measure.as_secs_f64())),
-        ("grants_measured", Json::Num(waits.len() as f64)),
-        ("grants_total", Json::Num(total)),
-        ("violations", Json::Num(violations as f64)),
-        ("max_holders", Json::Num(max_holders as f64)),
-        ("wait_us", nums(waits)),
-    ]);
+    let result = json!({
+        "sessions": sessions,
+        "measure_s": measure.as_secs_f64(),
+        "grants_measured": waits.len(),
+        "grants_total": total,
+        "violations": violations,
+        "max_holders": max_holders,
+        "wait_us": waits,
+    });
     Ok(Measured { result, requests: after.since(&before), queued: true })
 }
 

@@ -7,12 +7,12 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use zookeeper_client::{Acls, CreateMode, LockClient, LockOptions, LockPrefix};
 
 use crate::alloc::live_bytes;
-use crate::json::Json;
 use crate::peer::{wait_queued, Measured, Queued};
 use crate::stats::Counters;
 
@@ -117,12 +117,12 @@ pub async fn annotated_and_by_hand(connect: &str, server: SocketAddr, path: &str
     let total = after.since(&before);
     let half = crate::stats::Requests { packets: total.packets / 2, writes: total.writes / 2, reads: total.reads / 2 };
     let measured = |calls: Vec<f64>| Measured {
-        result: Json::obj([
-            ("ops", Json::Num(calls.len() as f64)),
-            ("elapsed_s", Json::Num(elapsed.as_secs_f64())),
-            ("acquire_us", nums(calls.clone())),
-            ("cycle_us", nums(calls)),
-        ]),
+        result: json!({
+            "ops": calls.len(),
+            "elapsed_s": elapsed.as_secs_f64(),
+            "acquire_us": calls,
+            "cycle_us": calls,
+        }),
         requests: half,
         queued: true,
     };
@@ -189,10 +189,6 @@ pub fn micros(d: Duration) -> f64 {
     (d.as_nanos() as f64 / 100.0).round() / 10.0
 }
 
-pub fn nums(values: Vec<f64>) -> Json {
-    Json::Arr(values.into_iter().map(Json::Num).collect())
-}
-
 // ---- floor ---------------------------------------------------------------------------------
 
 /// Raw create (ephemeral), delete and list_children on the client's session.
@@ -253,15 +249,15 @@ pub async fn floor(kind: Native, connect: &str, server: SocketAddr, path: &str, 
     tokio::time::sleep(SETTLE).await;
     let after = Counters::read_async(server).await?;
     let [create, delete, list, pipelined, watch_delete] = samples;
-    let result = Json::obj([
-        ("ops", Json::Num(create.len() as f64)),
-        ("elapsed_s", Json::Num(elapsed.as_secs_f64())),
-        ("create_us", nums(create)),
-        ("delete_us", nums(delete)),
-        ("list_us", nums(list)),
-        ("create_list_pipelined_us", nums(pipelined)),
-        ("watch_delete_pipelined_us", nums(watch_delete)),
-    ]);
+    let result = json!({
+        "ops": create.len(),
+        "elapsed_s": elapsed.as_secs_f64(),
+        "create_us": create,
+        "delete_us": delete,
+        "list_us": list,
+        "create_list_pipelined_us": pipelined,
+        "watch_delete_pipelined_us": watch_delete,
+    });
     Ok(Measured { result, requests: after.since(&before), queued: true })
 }
 
@@ -316,12 +312,12 @@ async fn cycles_apart<T>(
     let elapsed = start.elapsed();
     tokio::time::sleep(SETTLE).await;
     let after = Counters::read_async(server).await?;
-    let result = Json::obj([
-        ("ops", Json::Num(cycle.len() as f64)),
-        ("elapsed_s", Json::Num(elapsed.as_secs_f64())),
-        ("acquire_us", nums(acquired)),
-        ("cycle_us", nums(cycle)),
-    ]);
+    let result = json!({
+        "ops": cycle.len(),
+        "elapsed_s": elapsed.as_secs_f64(),
+        "acquire_us": acquired,
+        "cycle_us": cycle,
+    });
     Ok(Measured { result, requests: after.since(&before), queued: true })
 }
 
@@ -576,15 +572,15 @@ pub async fn contended(
     if let Some(failure) = failure {
         return Err(failure);
     }
-    let result = Json::obj([
-        ("sessions", Json::Num(sessions as f64)),
-        ("measure_s", Json::Num(measure.as_secs_f64())),
-        ("grants_measured", Json::Num(waits.len() as f64)),
-        ("grants_total", Json::Num(shared.grants_total.load(Ordering::Relaxed) as f64)),
-        ("violations", Json::Num(shared.violations.load(Ordering::Relaxed) as f64)),
-        ("max_holders", Json::Num(shared.max_holders.load(Ordering::Relaxed) as f64)),
-        ("wait_us", nums(waits)),
-    ]);
+    let result = json!({
+        "sessions": sessions,
+        "measure_s": measure.as_secs_f64(),
+        "grants_measured": waits.len(),
+        "grants_total": shared.grants_total.load(Ordering::Relaxed),
+        "violations": shared.violations.load(Ordering::Relaxed),
+        "max_holders": shared.max_holders.load(Ordering::Relaxed),
+        "wait_us": waits,
+    });
     Ok(Measured { result, requests: after.since(&before), queued: true })
 }
 
@@ -691,12 +687,12 @@ async fn drain_on(
     if let Some(failure) = failure {
         return Err(failure);
     }
-    let result = Json::obj([
-        ("waiters", Json::Num(waiters as f64)),
-        ("completed", Json::Num(completed as f64)),
-        ("violations", Json::Num(shared.violations.load(Ordering::Relaxed) as f64)),
-        ("drain_s", Json::Num((end - start).as_secs_f64())),
-    ]);
+    let result = json!({
+        "waiters": waiters,
+        "completed": completed,
+        "violations": shared.violations.load(Ordering::Relaxed),
+        "drain_s": (end - start).as_secs_f64(),
+    });
     Ok(Measured { result, requests: after.since(&before), queued: all_queued })
 }
 
@@ -724,13 +720,13 @@ async fn wait_ephemerals_at_most(server: SocketAddr, count: u64, timeout: Durati
 }
 
 /// The memory result: `count` things took `bytes_each` bytes of this process each.
-fn memory_result(count: usize, bytes: isize, setup: Duration, complete: bool) -> Json {
-    Json::obj([
-        ("count", Json::Num(count as f64)),
-        ("bytes_each", Json::Num(bytes as f64 / count.max(1) as f64)),
-        ("setup_s", Json::Num(setup.as_secs_f64())),
-        ("complete", Json::Bool(complete)),
-    ])
+fn memory_result(count: usize, bytes: isize, setup: Duration, complete: bool) -> Value {
+    json!({
+        "count": count,
+        "bytes_each": bytes as f64 / count.max(1) as f64,
+        "setup_s": setup.as_secs_f64(),
+        "complete": complete,
+    })
 }
 
 /// `paths` holders, then `paths * per_path` tasks waiting behind them, all on one session; the
@@ -742,7 +738,7 @@ pub async fn memory_waiting(
     root: &str,
     (paths, per_path): (usize, usize),
     timeout: Duration,
-) -> Res<Json> {
+) -> Res<Value> {
     let n = paths * per_path;
     let names: Vec<String> = (0..paths).map(|p| format!("{root}/wait-{p}")).collect();
     let zl = match kind {
@@ -810,7 +806,7 @@ pub async fn memory_held(
     root: &str,
     held: usize,
     timeout: Duration,
-) -> Res<Json> {
+) -> Res<Value> {
     /// Acquisitions in flight at once while setting up.
     const IN_FLIGHT: usize = 64;
     let zl = match kind {

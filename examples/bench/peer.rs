@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::time::{timeout_at, Instant};
 
-use crate::json::Json;
 use crate::stats::{Counters, Requests};
 
 const JAVA_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/java/CuratorBench.java");
@@ -63,7 +63,8 @@ pub struct Queued {
 
 /// The result of one peer command.
 pub struct Measured {
-    pub result: Json,
+    /// An object of numbers and arrays of numbers, as the peers print it.
+    pub result: Value,
     pub requests: Requests,
     /// Whether the waiters were all queued before `go` (drain only; `true` otherwise).
     pub queued: bool,
@@ -73,11 +74,13 @@ impl Measured {
     /// Adds another round of the same measurement: samples are appended, operation counts,
     /// durations and requests added up.
     pub fn merge(&mut self, more: Measured) {
-        if let (Json::Obj(into), Json::Obj(from)) = (&mut self.result, more.result) {
+        if let (Value::Object(into), Value::Object(from)) = (&mut self.result, more.result) {
             for (key, value) in from {
                 match (into.get_mut(&key), value) {
-                    (Some(Json::Arr(a)), Json::Arr(b)) => a.extend(b),
-                    (Some(Json::Num(a)), Json::Num(b)) if key == "ops" || key == "elapsed_s" => *a += b,
+                    (Some(Value::Array(a)), Value::Array(b)) => a.extend(b),
+                    (Some(a), Value::Number(b)) if a.is_number() && (key == "ops" || key == "elapsed_s") => {
+                        *a = Value::from(a.as_f64().unwrap_or_default() + b.as_f64().unwrap_or_default());
+                    }
                     (None, value) => {
                         into.insert(key, value);
                     }
@@ -88,6 +91,11 @@ impl Measured {
         self.requests += more.requests;
         self.queued &= more.queued;
     }
+}
+
+/// The numbers of the array `key` of a result (anything else in it is skipped).
+pub fn samples(result: &Value, key: &str) -> Vec<f64> {
+    result[key].as_array().map_or_else(Vec::new, |items| items.iter().filter_map(Value::as_f64).collect())
 }
 
 impl Peer {
@@ -159,7 +167,7 @@ impl Peer {
         let after = Counters::read_async(server).await?;
         self.send("done").await?;
         self.expect("clean", Instant::now() + CLEAN_TIMEOUT).await?;
-        let result = Json::parse(&line).map_err(|e| format!("bad result from the {} peer: {e}", self.name))?;
+        let result = serde_json::from_str(&line).map_err(|e| format!("bad result from the {} peer: {e}", self.name))?;
         Ok(Measured { result, requests: after.since(&before), queued: all_queued })
     }
 
@@ -337,4 +345,22 @@ fn python_with_kazoo() -> Result<String, String> {
         .ok_or_else(|| {
             "no python3 can import kazoo: install `python3-kazoo` (scripts/install-deps) or set KAZOO_PYTHON".to_owned()
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{samples, Measured};
+    use crate::stats::Requests;
+
+    #[test]
+    fn rounds_merge() {
+        let round = |result| Measured { result, requests: Requests::default(), queued: true };
+        let mut total = round(json!({"ops": 2, "elapsed_s": 0.5, "cycle_us": [1.5, 2]}));
+        total.merge(round(json!({"ops": 1, "elapsed_s": 0.25, "cycle_us": [3]})));
+        assert_eq!(total.result["ops"].as_f64(), Some(3.0));
+        assert_eq!(total.result["elapsed_s"].as_f64(), Some(0.75));
+        assert_eq!(samples(&total.result, "cycle_us"), [1.5, 2.0, 3.0]);
+    }
 }

@@ -2,8 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::json::Json;
-use crate::peer::Measured;
+use serde_json::{json, Value};
+
+use crate::peer::{samples, Measured};
 use crate::stats::{Requests, Summary};
 
 /// One measured cell of the report: a case of a section, for one client.
@@ -49,34 +50,35 @@ impl Record {
         self.metrics.get(key).copied()
     }
 
-    pub fn to_json(&self) -> Json {
-        let mut map: BTreeMap<String, Json> = self.metrics.iter().map(|(k, v)| (k.clone(), Json::Num(*v))).collect();
-        map.insert("section".into(), Json::str(self.section));
-        map.insert("case".into(), Json::str(self.case.clone()));
-        map.insert("client".into(), Json::str(self.client));
+    pub fn to_json(&self) -> Value {
+        let mut map: serde_json::Map<String, Value> =
+            self.metrics.iter().map(|(k, v)| (k.clone(), Value::from(*v))).collect();
+        map.insert("section".into(), self.section.into());
+        map.insert("case".into(), self.case.clone().into());
+        map.insert("client".into(), self.client.into());
         if let Some(note) = &self.note {
-            map.insert("note".into(), Json::str(note.clone()));
+            map.insert("note".into(), note.clone().into());
         }
-        Json::Obj(map)
+        Value::Object(map)
     }
 }
 
 pub fn floor(client: &'static str, m: &Measured) -> Record {
     let mut record = Record::new("floor", "raw ops", client);
-    let create = m.result.nums("create_us");
-    let delete = m.result.nums("delete_us");
+    let create = samples(&m.result, "create_us");
+    let delete = samples(&m.result, "delete_us");
     let both: Vec<f64> = create.iter().zip(&delete).map(|(c, d)| c + d).collect();
-    let ops = m.result.num("ops").unwrap_or(0.0);
+    let ops = m.result["ops"].as_f64().unwrap_or(0.0);
     record.set("n", ops);
     record.summary("create", Summary::of(&create));
     record.summary("delete", Summary::of(&delete));
     record.summary("create_delete", Summary::of(&both));
-    record.summary("list", Summary::of(&m.result.nums("list_us")));
-    let pipelined = m.result.nums("create_list_pipelined_us");
+    record.summary("list", Summary::of(&samples(&m.result, "list_us")));
+    let pipelined = samples(&m.result, "create_list_pipelined_us");
     let mut requests = m.requests;
     if !pipelined.is_empty() {
         record.summary("create_list_pipelined", Summary::of(&pipelined));
-        record.summary("watch_delete_pipelined", Summary::of(&m.result.nums("watch_delete_pipelined_us")));
+        record.summary("watch_delete_pipelined", Summary::of(&samples(&m.result, "watch_delete_pipelined_us")));
         // Take off the pipelined pair, the watch on its node and its delete (2 writes, 2 reads)
         // so that req/iter counts create + delete + list for every client.
         let extra = ops as u64;
@@ -90,11 +92,11 @@ pub fn floor(client: &'static str, m: &Measured) -> Record {
 
 pub fn uncontended(client: &'static str, case: &str, m: &Measured) -> Record {
     let mut record = Record::new("uncontended", case, client);
-    let ops = m.result.num("ops").unwrap_or(0.0);
-    let elapsed = m.result.num("elapsed_s").unwrap_or(f64::NAN);
+    let ops = m.result["ops"].as_f64().unwrap_or(0.0);
+    let elapsed = m.result["elapsed_s"].as_f64().unwrap_or(f64::NAN);
     record.set("n", ops);
-    record.summary("acquire", Summary::of(&m.result.nums("acquire_us")));
-    record.summary("cycle", Summary::of(&m.result.nums("cycle_us")));
+    record.summary("acquire", Summary::of(&samples(&m.result, "acquire_us")));
+    record.summary("cycle", Summary::of(&samples(&m.result, "cycle_us")));
     record.set("ops_per_s", ops / elapsed);
     record.requests(m.requests, ops);
     record
@@ -103,17 +105,17 @@ pub fn uncontended(client: &'static str, case: &str, m: &Measured) -> Record {
 /// A `contended`, `contended-tasks` or `contended-processes` cell.
 pub fn contended(section: &'static str, client: &'static str, sessions: usize, m: &Measured) -> Record {
     let mut record = Record::new(section, format!("W={sessions}"), client);
-    let waits = m.result.nums("wait_us");
-    let measured = m.result.num("grants_measured").unwrap_or(waits.len() as f64);
-    let total = m.result.num("grants_total").unwrap_or(0.0);
-    let seconds = m.result.num("measure_s").unwrap_or(f64::NAN);
+    let waits = samples(&m.result, "wait_us");
+    let measured = m.result["grants_measured"].as_f64().unwrap_or(waits.len() as f64);
+    let total = m.result["grants_total"].as_f64().unwrap_or(0.0);
+    let seconds = m.result["measure_s"].as_f64().unwrap_or(f64::NAN);
     record.set("sessions", sessions as f64);
     record.set("locks_per_s", measured / seconds);
     record.set("grants", measured);
     record.set("grants_total", total);
     record.summary("wait", Summary::of(&waits));
-    record.set("violations", m.result.num("violations").unwrap_or(f64::NAN));
-    record.set("max_holders", m.result.num("max_holders").unwrap_or(f64::NAN));
+    record.set("violations", m.result["violations"].as_f64().unwrap_or(f64::NAN));
+    record.set("max_holders", m.result["max_holders"].as_f64().unwrap_or(f64::NAN));
     // Requests are counted over warm-up and measurement, so per grant of both.
     record.requests(m.requests, total);
     record
@@ -121,13 +123,13 @@ pub fn contended(section: &'static str, client: &'static str, sessions: usize, m
 
 pub fn drain(client: &'static str, waiters: usize, m: &Measured) -> Record {
     let mut record = Record::new("drain", format!("N={waiters}"), client);
-    let completed = m.result.num("completed").unwrap_or(0.0);
-    let seconds = m.result.num("drain_s").unwrap_or(f64::NAN);
+    let completed = m.result["completed"].as_f64().unwrap_or(0.0);
+    let seconds = m.result["drain_s"].as_f64().unwrap_or(f64::NAN);
     record.set("waiters", waiters as f64);
     record.set("completed", completed);
     record.set("drain_ms", seconds * 1000.0);
     record.set("handoffs_per_s", completed / seconds);
-    record.set("violations", m.result.num("violations").unwrap_or(f64::NAN));
+    record.set("violations", m.result["violations"].as_f64().unwrap_or(f64::NAN));
     record.requests(m.requests, completed);
     let mut notes = Vec::new();
     if completed < waiters as f64 {
@@ -142,14 +144,14 @@ pub fn drain(client: &'static str, waiters: usize, m: &Measured) -> Record {
     record
 }
 
-pub fn memory(client: &'static str, case: String, result: &Json) -> Record {
+pub fn memory(client: &'static str, case: String, result: &Value) -> Record {
     let mut record = Record::new("memory", case, client);
     for key in ["count", "bytes_each", "setup_s"] {
-        if let Some(value) = result.num(key) {
+        if let Some(value) = result[key].as_f64() {
             record.set(key, value);
         }
     }
-    if result.get("complete") == Some(&Json::Bool(false)) {
+    if result["complete"] == false {
         record.note = Some("setup incomplete in time: read anyway".to_owned());
     }
     record
@@ -390,16 +392,15 @@ pub struct Target {
 }
 
 impl Target {
-    pub fn to_json(&self) -> Json {
-        let num = |v: Option<f64>| v.map_or(Json::Null, Json::Num);
-        Json::obj([
-            ("name", Json::str(self.name.clone())),
-            ("ours", num(self.ours)),
-            ("theirs", num(self.theirs)),
-            ("value", num(self.value)),
-            ("goal", Json::str(self.goal.clone())),
-            ("pass", self.pass.map_or(Json::Null, Json::Bool)),
-        ])
+    pub fn to_json(&self) -> Value {
+        json!({
+            "name": self.name,
+            "ours": self.ours,
+            "theirs": self.theirs,
+            "value": self.value,
+            "goal": self.goal,
+            "pass": self.pass,
+        })
     }
 }
 
@@ -598,17 +599,39 @@ pub fn print_targets(targets: &[Target], per_run: Option<&[Vec<Option<f64>>]>) {
     print_table(title, &header, rows);
 }
 
+// ---- the JSON file ---------------------------------------------------------------------------
+
+/// The text of a JSON report: pretty-printed with sorted keys (serde_json's default map), whole
+/// numbers as integers and the others to three decimals, plenty for timings and ratios.
+pub fn pretty(mut report: Value) -> String {
+    tidy_numbers(&mut report);
+    format!("{report:#}\n")
+}
+
+fn tidy_numbers(value: &mut Value) {
+    match value {
+        Value::Array(items) => items.iter_mut().for_each(tidy_numbers),
+        Value::Object(map) => map.values_mut().for_each(tidy_numbers),
+        Value::Number(n) if n.is_f64() => {
+            let n = n.as_f64().unwrap_or_default();
+            *value = if n == n.trunc() && n.abs() < 1e15 {
+                Value::from(n as i64)
+            } else {
+                Value::from((n * 1000.0).round() / 1000.0)
+            };
+        }
+        _ => {}
+    }
+}
+
 // ---- medians of several runs ----------------------------------------------------------------
 
 /// Reads the records of a JSON report written by this program.
-pub fn records_of(report: &Json) -> Result<Vec<Record>, String> {
-    let Some(Json::Arr(items)) = report.get("records") else {
+pub fn records_of(report: &Value) -> Result<Vec<Record>, String> {
+    let Some(items) = report["records"].as_array() else {
         return Err("no `records` array: not a report of this benchmark".to_owned());
     };
-    let text = |item: &Json, key: &str| match item.get(key) {
-        Some(Json::Str(s)) => s.clone(),
-        _ => String::new(),
-    };
+    let text = |item: &Value, key: &str| item[key].as_str().unwrap_or_default().to_owned();
     let mut records = Vec::new();
     for item in items {
         let section = match text(item, "section").as_str() {
@@ -629,10 +652,10 @@ pub fn records_of(report: &Json) -> Result<Vec<Record>, String> {
             other => return Err(format!("unknown client `{other}`")),
         };
         let mut record = Record::new(section, text(item, "case"), client);
-        if let Json::Obj(map) = item {
+        if let Some(map) = item.as_object() {
             for (key, value) in map {
-                if let Json::Num(n) = value {
-                    record.set(key.clone(), *n);
+                if let Some(n) = value.as_f64() {
+                    record.set(key.clone(), n);
                 }
             }
         }
@@ -683,5 +706,25 @@ fn median(values: &[f64]) -> f64 {
         sorted[n / 2]
     } else {
         (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{pretty, records_of, Record};
+
+    #[test]
+    fn report_numbers_and_round_trip() {
+        let numbers = json!({"b": [1.0, 2.5, 0.1234567, f64::NAN], "a": 3});
+        assert_eq!(pretty(numbers), "{\n  \"a\": 3,\n  \"b\": [\n    1,\n    2.5,\n    0.123,\n    null\n  ]\n}\n");
+
+        let mut record = Record::new("floor", "raw ops", "kazoo");
+        record.set("n", 200.0);
+        record.note = Some("a \"note\"".to_owned());
+        let text = pretty(json!({"records": [record.to_json()]}));
+        let back = records_of(&serde_json::from_str(&text).unwrap()).unwrap();
+        assert_eq!((back[0].get("n"), back[0].note.as_deref()), (Some(200.0), Some("a \"note\"")));
     }
 }
