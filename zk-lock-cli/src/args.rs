@@ -1,267 +1,200 @@
-//! The command line: `zk-lock [OPTIONS] <COMMAND> <PATH>`, parsed by hand (the grammar is tiny and
-//! a parser crate would be most of the binary's build time).
+//! The command line, parsed by clap: the doc comments below are `zk-lock --help`.
 
 use std::time::Duration;
 
-use crate::error::CliError;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{Parser, Subcommand};
 
-/// Connecting gives up after this long unless `--timeout` says otherwise: long enough for a
-/// server across a WAN, short enough for a script to notice a dead one.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The end of `--help`.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  the path does not exist (inspect, tree), or there is no holder to revoke (revoke)
+  2  usage error: unknown command or option, missing or invalid argument (path, connect string,
+     duration)
+  3  cannot connect: no ZooKeeper session within --timeout, or the connection was lost and stayed
+     down for --timeout
+  4  any other error: ZooKeeper refused a request (no permission, ...)
 
-/// The help text, printed by `-h`, `--help` and `zk-lock help`.
-pub const HELP: &str = "\
-zk-lock: inspect and revoke ZooKeeper locks (zk-lock, Apache Curator and kazoo layouts)
+Errors are reported on stderr; stdout carries only the result (the JSON document with --json, also
+for exit code 1).";
 
-USAGE:
-    zk-lock [OPTIONS] <COMMAND> <PATH>
-
-COMMANDS:
-    inspect <PATH>   the holders and waiters of the lock at PATH, in queue order: role, recipe,
-                     holder (host, pid, task), session, fencing token, how long held or waited.
-                     Works for mutexes, read/write locks and semaphores (PATH/locks, PATH/leases).
-    revoke <PATH>    asks every holder of the lock at PATH to let it go (Curator's __REVOKE__
-                     protocol: revocable holders are notified; the lock stays held until they
-                     release it), and lists the nodes written to
-    tree <PATH>      every lock under PATH (or PATH itself) with its recipe and how many hold and
-                     wait; PATH may be /
-    help             prints this help
-
-OPTIONS:
-    --connect <HOSTS>    ZooKeeper connect string, host:port[,host:port...][/chroot]
-                         [default: $ZK_LOCK_CONNECT, else 127.0.0.1:2181]
-    --timeout <DUR>      how long to wait for a session, and for a lost connection to come back,
-                         like 500ms, 5s or 1m30s [default: 5s]
-    --json               print one JSON document on stdout instead of tables
-    -h, --help           prints this help
-    -V, --version        prints the version
-
-EXIT CODES:
-    0    success
-    1    the path does not exist (inspect, tree), or there is no holder to revoke (revoke)
-    2    usage error: unknown command or option, missing or invalid argument (path, connect
-         string, duration)
-    3    cannot connect: no ZooKeeper session within --timeout, or the connection was lost
-         and stayed down for --timeout
-    4    any other error: ZooKeeper refused a request (no permission, ...)
-
-Errors are reported on stderr; stdout carries only the result (the JSON document with --json,
-also for exit code 1).
-";
-
-/// What to do, from the command line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Invocation {
-    /// Run a command.
-    Run(Args),
-    /// Print [`HELP`].
-    Help,
-    /// Print the version.
-    Version,
-}
-
-/// A command and its options.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// zk-lock: inspect and revoke ZooKeeper locks (zk-lock, Apache Curator and kazoo layouts)
+#[derive(Debug, Parser)]
+#[command(name = "zk-lock", version, propagate_version = true, after_help = EXIT_CODES)]
 pub struct Args {
-    /// The command to run.
+    #[command(subcommand)]
     pub command: Command,
-    /// The lock path (or subtree root for `tree`), as given; checked by the command.
-    pub path: String,
-    /// The ZooKeeper connect string.
-    pub connect: String,
-    /// Print JSON instead of tables.
-    pub json: bool,
-    /// Bound on connecting and on waiting for a lost connection.
+    /// ZooKeeper at host:port[,...][/chroot] [default: $ZK_LOCK_CONNECT, else 127.0.0.1:2181]
+    #[arg(long, global = true, value_name = "HOSTS")]
+    #[allow(rustdoc::broken_intra_doc_links)] // `[/chroot]` is help text, not a link
+    connect: Option<String>,
+    /// Bound on connecting and on a lost connection, like 500ms or 1m30s
+    #[arg(long, global = true, value_name = "DUR", default_value = "5s", value_parser = parse_timeout)]
     pub timeout: Duration,
+    /// Print one JSON document on stdout instead of tables
+    #[arg(long, global = true)]
+    pub json: bool,
 }
 
-/// The commands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The commands. The first line of each doc comment is its line in `zk-lock --help`; the whole
+/// comment, kept as written, heads `zk-lock <command> --help`. The display name makes
+/// `zk-lock <command> --version` print `zk-lock <version>` like `zk-lock --version`.
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
 pub enum Command {
-    /// `inspect <path>`.
-    Inspect,
-    /// `revoke <path>`.
-    Revoke,
-    /// `tree <path>`.
-    Tree,
+    /// The holders and waiters of a lock, in queue order
+    ///
+    /// For each: role, recipe, holder (host, pid, task), session, fencing token, how long held
+    /// or waited. Works for mutexes, read/write locks and semaphores (PATH/locks, PATH/leases).
+    #[command(verbatim_doc_comment, display_name = "zk-lock")]
+    Inspect {
+        /// The lock, like /locks/orders
+        path: String,
+    },
+    /// Asks every holder of a lock to let it go, and lists the nodes written to
+    ///
+    /// Curator's __REVOKE__ protocol: revocable holders are notified; the lock stays held until
+    /// they release it.
+    #[command(verbatim_doc_comment, display_name = "zk-lock")]
+    Revoke {
+        /// The lock, like /locks/orders
+        path: String,
+    },
+    /// Every lock under PATH (or PATH itself) with its recipe and how many hold and wait
+    #[command(display_name = "zk-lock")]
+    Tree {
+        /// Where to start; may be /
+        path: String,
+    },
 }
 
-impl Command {
-    fn parse(word: &str) -> Option<Self> {
-        match word {
-            "inspect" => Some(Self::Inspect),
-            "revoke" => Some(Self::Revoke),
-            "tree" => Some(Self::Tree),
-            _ => None,
-        }
+impl Args {
+    /// Parses the process's arguments; prints help, the version or a usage error and exits (with
+    /// 0, 0 and 2) if that is what they ask for.
+    pub fn parse_or_exit() -> Self {
+        Self::try_parse().unwrap_or_else(|error| explain(error).exit())
+    }
+
+    /// The ZooKeeper connect string: `--connect`, else `env_connect` (`$ZK_LOCK_CONNECT`) unless
+    /// blank, else 127.0.0.1:2181.
+    pub fn connect(&self, env_connect: Option<String>) -> String {
+        self.connect
+            .clone()
+            .or(env_connect.filter(|hosts| !hosts.trim().is_empty()))
+            .unwrap_or_else(|| zk_lock::DEFAULT_CONNECT_STRING.to_owned())
     }
 }
 
-/// Parses the arguments after the program name. `env_connect` is `$ZK_LOCK_CONNECT`.
-///
-/// Options may come before or after the command; `--opt value` and `--opt=value` both work, and
-/// `--` ends the options.
-pub fn parse(args: impl IntoIterator<Item = String>, env_connect: Option<String>) -> Result<Invocation, CliError> {
-    let mut args = args.into_iter();
-    let mut connect = None;
-    let mut timeout = None;
-    let mut json = false;
-    let mut positional = Vec::new();
-    let mut options_ended = false;
-    while let Some(arg) = args.next() {
-        if options_ended || !arg.starts_with('-') || arg == "-" {
-            positional.push(arg);
-            continue;
+/// Lists what is allowed where clap's errors only show the usage line: after an unknown command,
+/// and after an unknown option (in place of clap's tip to pass it as a value after `--`).
+fn explain(mut error: clap::Error) -> clap::Error {
+    let tip = match (error.kind(), error.get(ContextKind::InvalidArg)) {
+        (ErrorKind::InvalidSubcommand, _) => "commands are inspect, revoke, tree and help",
+        (ErrorKind::UnknownArgument, Some(ContextValue::String(arg))) if arg.starts_with('-') => {
+            "options are --connect <HOSTS>, --timeout <DUR>, --json, -h/--help and -V/--version"
         }
-        let (name, inline) = match arg.split_once('=') {
-            Some((name, value)) if name.starts_with("--") => (name, Some(value.to_owned())),
-            _ => (arg.as_str(), None),
-        };
-        let mut value = |name: &str| {
-            inline.clone().or_else(|| args.next()).ok_or_else(|| CliError::usage(format!("`{name}` needs a value")))
-        };
-        match name {
-            "--" => options_ended = true,
-            "-h" | "--help" => return Ok(Invocation::Help),
-            "-V" | "--version" => return Ok(Invocation::Version),
-            "--json" if inline.is_none() => json = true,
-            "--json" => return Err(CliError::usage("`--json` takes no value")),
-            "--connect" => connect = Some(value(name)?),
-            "--timeout" => timeout = Some(parse_duration(&value(name)?)?),
-            _ => {
-                return Err(CliError::usage(format!(
-                    "unknown option `{name}`; options are --connect, --timeout, --json, --help, --version"
-                )))
-            }
-        }
-    }
-
-    let mut positional = positional.into_iter();
-    let Some(word) = positional.next() else {
-        return Err(CliError::usage("no command given; expected one of: inspect, revoke, tree"));
+        _ => return error,
     };
-    if word == "help" {
-        return Ok(Invocation::Help);
-    }
-    let command = Command::parse(&word).ok_or_else(|| {
-        CliError::usage(format!("unknown command `{word}`; expected one of: inspect, revoke, tree, help"))
-    })?;
-    let path = positional
-        .next()
-        .ok_or_else(|| CliError::usage(format!("`{word}` needs a lock path, like `{word} /locks/orders`")))?;
-    if let Some(extra) = positional.next() {
-        return Err(CliError::usage(format!("unexpected argument `{extra}`; `{word}` takes one path")));
-    }
-    let connect = connect
-        .or(env_connect.filter(|hosts| !hosts.trim().is_empty()))
-        .unwrap_or_else(|| zk_lock::DEFAULT_CONNECT_STRING.to_owned());
-    Ok(Invocation::Run(Args { command, path, connect, json, timeout: timeout.unwrap_or(DEFAULT_TIMEOUT) }))
+    error.insert(ContextKind::Suggested, ContextValue::StyledStrs(vec![tip.into()]));
+    error
 }
 
-/// Parses `250ms`, `5s`, `1m30s`, `2h`: one or more `<integer><unit>` parts, unit `ms`, `s`, `m`
-/// or `h`. A bare number is refused: its unit would be a guess.
-pub fn parse_duration(text: &str) -> Result<Duration, CliError> {
-    let invalid = || {
-        CliError::usage(format!(
-            "invalid duration `{text}` for `--timeout`; use a number with a unit: 500ms, 5s, 2m, 1m30s"
-        ))
-    };
-    let mut rest = text;
-    let mut total = Duration::ZERO;
-    if rest.is_empty() {
-        return Err(invalid());
+/// `--timeout`: a duration with units, like `500ms`, `5s`, `1m30s` or `2h` (humantime's syntax),
+/// more than zero.
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(duration) if duration.is_zero() => Err("zero gives up at once; give it some time, like 5s".into()),
+        Ok(duration) => Ok(duration),
+        Err(e) => Err(format!("{e}; like 500ms, 5s or 1m30s")),
     }
-    while !rest.is_empty() {
-        let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
-        let number: u64 = rest[..digits].parse().map_err(|_| invalid())?;
-        rest = &rest[digits..];
-        let unit_len = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_alphabetic()).len();
-        let part = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(number),
-            "s" => Duration::from_secs(number),
-            "m" => Duration::from_secs(number.saturating_mul(60)),
-            "h" => Duration::from_secs(number.saturating_mul(3600)),
-            _ => return Err(invalid()),
-        };
-        total = total.saturating_add(part);
-        rest = &rest[unit_len..];
-    }
-    if total.is_zero() {
-        return Err(CliError::usage(format!("`--timeout {text}` is zero; give it some time, like 5s")));
-    }
-    Ok(total)
 }
 
 #[cfg(test)]
 mod tests {
+    use clap::CommandFactory;
+
     use super::*;
 
-    fn run(args: &[&str]) -> Result<Invocation, CliError> {
-        parse(args.iter().map(|a| a.to_string()), None)
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        Args::try_parse_from(std::iter::once("zk-lock").chain(args.iter().copied())).map_err(explain)
     }
 
-    fn args(args: &[&str]) -> Args {
-        match run(args) {
-            Ok(Invocation::Run(args)) => args,
-            other => panic!("{args:?}: {other:?}"),
-        }
+    #[test]
+    fn the_definition_is_consistent() {
+        Args::command().debug_assert();
     }
 
     #[test]
     fn options_anywhere_with_or_without_equals() {
-        let parsed = args(&["inspect", "--json", "/a", "--connect=h:1", "--timeout", "250ms"]);
-        assert_eq!(parsed.command, Command::Inspect);
-        assert_eq!(parsed.path, "/a");
-        assert_eq!(parsed.connect, "h:1");
+        let parsed = parse(&["inspect", "--json", "/a", "--connect=h:1", "--timeout", "250ms"]).unwrap();
+        assert_eq!(parsed.command, Command::Inspect { path: "/a".into() });
+        assert_eq!(parsed.connect(None), "h:1");
         assert!(parsed.json);
         assert_eq!(parsed.timeout, Duration::from_millis(250));
-        let parsed = args(&["--connect", "h:2", "tree", "--", "/"]);
-        assert_eq!((parsed.command, parsed.path.as_str(), parsed.json), (Command::Tree, "/", false));
-        assert_eq!(parsed.timeout, DEFAULT_TIMEOUT);
+        let parsed = parse(&["--connect", "h:2", "tree", "--", "/"]).unwrap();
+        assert_eq!((&parsed.command, parsed.json), (&Command::Tree { path: "/".into() }, false));
+        assert_eq!(parsed.connect(None), "h:2");
+        assert_eq!(parsed.timeout, Duration::from_secs(5));
     }
 
     #[test]
     fn connect_defaults_to_the_environment_then_localhost() {
-        let from_env = parse(["revoke".into(), "/a".into()], Some("env:3".into())).unwrap();
-        assert!(matches!(from_env, Invocation::Run(Args { connect, .. }) if connect == "env:3"));
-        let flag_wins = parse(["revoke", "/a", "--connect", "f:4"].map(String::from), Some("env:3".into())).unwrap();
-        assert!(matches!(flag_wins, Invocation::Run(Args { connect, .. }) if connect == "f:4"));
-        assert_eq!(args(&["revoke", "/a"]).connect, "127.0.0.1:2181");
+        let parsed = parse(&["revoke", "/a"]).unwrap();
+        assert_eq!(parsed.connect(Some("env:3".into())), "env:3");
+        assert_eq!(parsed.connect(Some(" ".into())), "127.0.0.1:2181");
+        assert_eq!(parsed.connect(None), "127.0.0.1:2181");
+        let flag_wins = parse(&["revoke", "/a", "--connect", "f:4"]).unwrap();
+        assert_eq!(flag_wins.connect(Some("env:3".into())), "f:4");
     }
 
     #[test]
-    fn help_and_version_win() {
-        assert_eq!(run(&["inspect", "--help"]).unwrap(), Invocation::Help);
-        assert_eq!(run(&["help"]).unwrap(), Invocation::Help);
-        assert_eq!(run(&["-V"]).unwrap(), Invocation::Version);
+    fn help_and_version_exit_0() {
+        for (args, kind) in [
+            (&["inspect", "--help"][..], ErrorKind::DisplayHelp),
+            (&["help"], ErrorKind::DisplayHelp),
+            (&["help", "tree"], ErrorKind::DisplayHelp),
+            (&["-V"], ErrorKind::DisplayVersion),
+            (&["tree", "--version"], ErrorKind::DisplayVersion),
+        ] {
+            let error = parse(args).unwrap_err();
+            assert_eq!((error.kind(), error.exit_code()), (kind, 0), "{args:?}");
+        }
+        let version = parse(&["tree", "--version"]).unwrap_err().render().to_string();
+        assert_eq!(version, format!("zk-lock {}\n", env!("CARGO_PKG_VERSION")));
     }
 
     #[test]
-    fn usage_errors_say_what_is_allowed() {
+    fn usage_errors_exit_2_and_say_what_is_allowed() {
         let cases: &[(&[&str], &str)] = &[
-            (&[], "no command"),
-            (&["frobnicate", "/a"], "unknown command `frobnicate`"),
-            (&["inspect"], "needs a lock path"),
-            (&["inspect", "/a", "/b"], "unexpected argument `/b`"),
-            (&["inspect", "/a", "--bogus"], "unknown option `--bogus`"),
-            (&["inspect", "/a", "--connect"], "`--connect` needs a value"),
-            (&["inspect", "/a", "--timeout", "5"], "invalid duration `5`"),
-            (&["inspect", "/a", "--json=yes"], "takes no value"),
+            (&[], "Usage: zk-lock [OPTIONS] <COMMAND>\n\nCommands:\n  inspect "),
+            (
+                &["frobnicate", "/a"],
+                "unrecognized subcommand 'frobnicate'\n\n  tip: commands are inspect, revoke, tree",
+            ),
+            (&["inspect"], "the following required arguments were not provided:\n  <PATH>"),
+            (&["inspect", "/a", "/b"], "unexpected argument '/b' found"),
+            (&["inspect", "/a", "--bogus"], "unexpected argument '--bogus' found\n\n  tip: options are --connect"),
+            (&["inspect", "/a", "--connect"], "a value is required for '--connect <HOSTS>' but none was supplied"),
+            (&["inspect", "/a", "--timeout", "5"], "invalid value '5' for '--timeout <DUR>': time unit needed"),
+            (&["inspect", "/a", "--timeout", "0s"], "invalid value '0s' for '--timeout <DUR>': zero gives up"),
+            (&["inspect", "/a", "--json=yes"], "unexpected value 'yes' for '--json' found"),
         ];
         for (args, expected) in cases {
-            let error = run(args).unwrap_err();
-            assert_eq!(error.code, crate::error::USAGE, "{args:?}");
-            assert!(error.message.contains(expected), "{args:?}: {}", error.message);
+            let error = parse(args).unwrap_err();
+            assert_eq!(error.exit_code(), 2, "{args:?}");
+            let message = error.render().to_string();
+            assert!(message.contains(expected), "{args:?}: {message}");
         }
     }
 
     #[test]
     fn durations() {
-        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
-        assert_eq!(parse_duration("1s500ms").unwrap(), Duration::from_millis(1500));
-        for bad in ["", "5", "s", "5 s", "5parsecs", "-1s", "0s", "1.5s"] {
-            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        assert_eq!(parse_timeout("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_timeout("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_timeout("1s500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_timeout("1.5s"), Ok(Duration::from_millis(1500)));
+        for bad in ["", "5", "s", "5parsecs", "-1s", "0s", "0ms"] {
+            assert!(parse_timeout(bad).is_err(), "{bad:?}");
         }
     }
 }

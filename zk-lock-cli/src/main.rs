@@ -13,19 +13,13 @@ mod tree;
 use std::io::Write;
 use std::process::ExitCode;
 
-use args::{Args, Command, Invocation};
+use args::{Args, Command};
 use error::CliError;
 use output::Report;
 
 fn main() -> ExitCode {
-    let invocation = args::parse(std::env::args().skip(1), std::env::var(zk_lock::CONNECT_ENV).ok());
-    let code = match invocation {
-        Ok(Invocation::Help) => print(args::HELP),
-        Ok(Invocation::Version) => print(&format!("zk-lock {}\n", env!("CARGO_PKG_VERSION"))),
-        Ok(Invocation::Run(args)) => execute(&args),
-        Err(error) => fail(&error, true),
-    };
-    ExitCode::from(code)
+    let args = Args::parse_or_exit();
+    ExitCode::from(execute(&args))
 }
 
 /// Runs one command and prints its result; returns the exit code.
@@ -33,9 +27,7 @@ fn execute(args: &Args) -> u8 {
     // One thread is plenty: the runtime crate does its ZooKeeper I/O on a thread of its own.
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
-        Err(e) => {
-            return fail(&CliError { code: error::ZOOKEEPER, message: format!("cannot start tokio: {e}") }, false)
-        }
+        Err(e) => return fail(&CliError { code: error::ZOOKEEPER, message: format!("cannot start tokio: {e}") }),
     };
     match runtime.block_on(run(args)) {
         Ok(report) => {
@@ -49,17 +41,18 @@ fn execute(args: &Args) -> u8 {
                 _ => printed,
             }
         }
-        Err(error) => fail(&error, false),
+        Err(error) => fail(&error),
     }
 }
 
 async fn run(args: &Args) -> Result<Report, CliError> {
-    let client = connect::connect(&args.connect, args.timeout).await?;
+    let connect_string = args.connect(std::env::var(zk_lock::CONNECT_ENV).ok());
+    let client = connect::connect(&connect_string, args.timeout).await?;
     let command = async {
-        match args.command {
-            Command::Inspect => inspect::run(&client, &args.path).await,
-            Command::Revoke => revoke::run(&client, &args.path).await,
-            Command::Tree => tree::run(&client, &args.path).await,
+        match &args.command {
+            Command::Inspect { path } => inspect::run(&client, path).await,
+            Command::Revoke { path } => revoke::run(&client, path).await,
+            Command::Tree { path } => tree::run(&client, path).await,
         }
     };
     connect::bounded(&client, args.timeout, command).await
@@ -78,12 +71,7 @@ fn print(text: &str) -> u8 {
     }
 }
 
-fn fail(error: &CliError, usage_hint: bool) -> u8 {
+fn fail(error: &CliError) -> u8 {
     eprintln!("zk-lock: {}", error.message);
-    if usage_hint && error.code == error::USAGE {
-        eprintln!(
-            "usage: zk-lock [--connect <HOSTS>] [--timeout <DUR>] [--json] <inspect|revoke|tree> <PATH>; see --help"
-        );
-    }
     error.code
 }

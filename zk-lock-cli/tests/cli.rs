@@ -299,13 +299,16 @@ async fn a_missing_path_is_exit_code_1_and_named() {
 #[tokio::test]
 async fn usage_errors_are_exit_code_2_and_say_what_is_allowed() {
     let cases: &[(&[&str], &str)] = &[
-        (&["frobnicate", "/a"], "unknown command `frobnicate`; expected one of: inspect, revoke, tree"),
-        (&[], "no command given"),
-        (&["inspect"], "`inspect` needs a lock path"),
+        (&["frobnicate", "/a"], "unrecognized subcommand 'frobnicate'\n\n  tip: commands are inspect, revoke, tree"),
+        // No command: the help, on stderr.
+        (&[], "Usage: zk-lock [OPTIONS] <COMMAND>\n\nCommands:\n  inspect "),
+        (&["inspect"], "the following required arguments were not provided:\n  <PATH>"),
+        (&["tree", "/", "--bogus"], "unexpected argument '--bogus' found\n\n  tip: options are --connect"),
         (&["inspect", "locks/orders"], "invalid lock path `locks/orders`: lock paths must start with `/`"),
         (&["inspect", "/a//b"], "empty segment"),
         (&["tree", "/zookeeper"], "reserved"),
-        (&["inspect", "/a", "--timeout", "5"], "invalid duration `5` for `--timeout`"),
+        (&["inspect", "/a", "--timeout", "5"], "invalid value '5' for '--timeout <DUR>': time unit needed"),
+        (&["inspect", "/a", "--timeout", "0s"], "invalid value '0s' for '--timeout <DUR>': zero gives up"),
         (
             &["inspect", "/a", "--connect", "127.0.0.1:notaport"],
             "invalid `--connect 127.0.0.1:notaport`: port `notaport`",
@@ -338,9 +341,18 @@ async fn help_and_version() {
     let output = zk_lock(&["--help"]).await;
     assert_eq!(code(&output), 0);
     let help = stdout(&output);
-    for needle in ["inspect <PATH>", "revoke <PATH>", "tree <PATH>", "--connect", "--json", "--timeout", "EXIT CODES"] {
-        assert!(help.contains(needle), "{needle} missing from --help");
+    let needles =
+        ["\n  inspect ", "\n  revoke ", "\n  tree ", "--connect <HOSTS>", "--json", "--timeout <DUR>", "Exit codes:"];
+    for needle in needles {
+        assert!(help.contains(needle), "{needle:?} missing from --help:\n{help}");
     }
+    let summary = help.split("\nExit codes:").next().unwrap();
+    assert!(include_str!("../README.md").contains(summary), "the README's usage is stale; --help says:\n{help}");
+    let output = zk_lock(&["inspect", "--help"]).await;
+    assert_eq!(code(&output), 0);
+    let help = stdout(&output);
+    assert!(help.contains("Usage: zk-lock inspect [OPTIONS] <PATH>"), "{help}");
+    assert!(help.contains("fencing token") && help.contains("--timeout <DUR>"), "{help}");
     let output = zk_lock(&["--version"]).await;
     assert_eq!((code(&output), stdout(&output)), (0, format!("zk-lock {}\n", env!("CARGO_PKG_VERSION"))));
 }
