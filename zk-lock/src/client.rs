@@ -253,7 +253,7 @@ impl ClientBuilder {
     /// The session timeout to negotiate (default 10 s). The server clamps it to its own
     /// `minSessionTimeout`..`maxSessionTimeout`. A lock is reported lost when the server has not
     /// answered for 3/5 of it (before the server could expire the session); the session is then
-    /// closed as soon as the server is reachable and replaced.
+    /// closed once the server is reachable and replaced.
     pub fn session_timeout(mut self, timeout: Duration) -> Self {
         self.config.session_timeout = timeout;
         self
@@ -497,7 +497,12 @@ async fn connect(config: &ClientConfig) -> Result<zookeeper_client::Client> {
 
 /// zookeeper-client's connector with the client's session timeout, credentials and TLS.
 fn connector(config: &ClientConfig) -> Result<zookeeper_client::Connector> {
-    let mut connector = zookeeper_client::Client::connector().with_session_timeout(config.session_timeout);
+    // zookeeper-client gives up on a silent server after this long (0.4 T by default): sooner
+    // leaves a reconnect time to answer a heartbeat before the locks are declared lost (3/5 T).
+    let connection_timeout = config.session_timeout * 3 / 10;
+    let mut connector = zookeeper_client::Client::connector()
+        .with_session_timeout(config.session_timeout)
+        .with_connection_timeout(connection_timeout);
     for (scheme, credentials) in &config.auth {
         connector = connector.with_auth(scheme, credentials);
     }

@@ -106,7 +106,7 @@ pub enum LostReason {
     SessionClosed,
     /// The server has not answered for 3/5 of the session timeout: it could expire the session
     /// soon after, and grant the lock to someone else. The lock is given up before that can
-    /// happen, and the session is closed (and replaced) as soon as the server is reachable.
+    /// happen, and the session is closed (and replaced) once the server is reachable.
     ConnectionLost,
     /// Somebody else deleted the lock node.
     NodeDeleted,

@@ -91,22 +91,22 @@ pub(crate) async fn acquire(client: &Client, spec: &LockSpec<'_>, wait: Wait) ->
             }
             Some(Err(failed)) => failed,
             None => {
-                pending.remove().await;
+                unless_retired(&session, pending.remove()).await;
                 return Err(Error::Timeout { path: spec.path.to_owned(), waited: started.elapsed() });
             }
         };
         match failed {
             Failed::Busy => {
-                pending.remove().await;
+                unless_retired(&session, pending.remove()).await;
                 return Err(Error::Busy { path: spec.path.to_owned() });
             }
             Failed::Error(error) => {
-                pending.remove().await;
+                unless_retired(&session, pending.remove()).await;
                 return Err(error.at_path(spec.path));
             }
             // Deleted as far as we know; deleting it again costs nothing if so and leaves nothing
             // behind if not.
-            Failed::NodeVanished => pending.remove().await,
+            Failed::NodeVanished => unless_retired(&session, pending.remove()).await,
             Failed::SessionGone => {
                 // The node goes with the session (ended, or retired and closed as soon as it
                 // can be); queue again on a new one if we can open it.
@@ -138,6 +138,17 @@ pub(super) async fn while_usable<T>(
     }
 }
 
+/// Runs `removal` (of our nodes, before returning to the caller) unless the session is retired
+/// first: a removal waiting for a reconnect would otherwise hold the caller up for as long as
+/// zookeeper-client keeps trying. The nodes are then the claims' and the retirement's.
+pub(super) async fn unless_retired(session: &Session, removal: impl Future<Output = ()>) {
+    tokio::select! {
+        biased;
+        () = removal => {}
+        () = session.terminated() => {}
+    }
+}
+
 /// The longest pause between two attempts to open a session for a waiting acquisition.
 const MAX_RENEWAL_PAUSE: Duration = Duration::from_secs(2);
 
@@ -163,12 +174,12 @@ pub(super) async fn session_within(client: &Client, wait: Wait, path: &str, star
         let opened = until_deadline(wait, client.session()).await.ok_or_else(timeout)?;
         match opened {
             Err(Error::Connect { .. }) if !matches!(wait, Wait::Once) => {
-                if let Wait::Until(deadline) = wait {
-                    if Instant::now() + pause >= deadline {
-                        return Err(timeout());
-                    }
-                }
-                tokio::time::sleep(pause).await;
+                let retry_at = match wait {
+                    Wait::Until(deadline) if Instant::now() >= deadline => return Err(timeout()),
+                    Wait::Until(deadline) => deadline.min(Instant::now() + pause),
+                    Wait::Once | Wait::Forever => Instant::now() + pause,
+                };
+                tokio::time::sleep_until(retry_at).await;
                 pause = (pause * 2).min(MAX_RENEWAL_PAUSE);
             }
             opened => return opened,

@@ -28,7 +28,9 @@ use zookeeper_client::{
     Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType, MultiReadResult, OneshotWatcher, WatchedEvent,
 };
 
-use super::acquire::{renewal, session_within, until_deadline, wait_for_grant, while_usable, LockSpec, Wait};
+use super::acquire::{
+    renewal, session_within, unless_retired, until_deadline, wait_for_grant, while_usable, LockSpec, Wait,
+};
 use super::claim::Claim;
 use super::failed::Failed;
 use super::node_name::{new_protected_prefix, sorted_nodes, MUTEX};
@@ -165,22 +167,22 @@ pub(crate) async fn acquire_leases(
             }
             Some(Err(failed)) => failed,
             None => {
-                remove_all(&mut lock, &mut leases).await;
+                unless_retired(&session, remove_all(&mut lock, &mut leases)).await;
                 return Err(Error::Timeout { path: spec.path.to_owned(), waited: started.elapsed() });
             }
         };
         match failed {
             Failed::Busy => {
-                remove_all(&mut lock, &mut leases).await;
+                unless_retired(&session, remove_all(&mut lock, &mut leases)).await;
                 return Err(Error::Busy { path: spec.path.to_owned() });
             }
             Failed::Error(error) => {
-                remove_all(&mut lock, &mut leases).await;
+                unless_retired(&session, remove_all(&mut lock, &mut leases)).await;
                 return Err(error.at_path(spec.path));
             }
             // Deleted as far as we know; deleting it again costs nothing if so and leaves
             // nothing behind if not.
-            Failed::NodeVanished => remove_all(&mut lock, &mut leases).await,
+            Failed::NodeVanished => unless_retired(&session, remove_all(&mut lock, &mut leases)).await,
             Failed::SessionGone => {
                 // Every node goes with the session (ended, or retired and closed as soon as it
                 // can be); start again on a new one if we can open it.

@@ -5,8 +5,8 @@
 //! the earliest (it rounds expiry times up to its tick). It hears from us at the latest when it
 //! receives a request, and a request is received after we sent it: so a request sent at `s`
 //! whose reply came back proves the session cannot expire before `s + T`. The monitor keeps
-//! such proofs coming with a heartbeat (an `exists` every `T/7`, which also stands in for
-//! zookeeper-client's own ping, sent after `0.15 T` of silence) and declares the locks lost at
+//! such proofs coming with a heartbeat (an `exists` every `T/9`, which also stands in for
+//! zookeeper-client's own ping) and declares the locks lost at
 //! `s + 3/5 T` for the latest such `s`: `2/5 T` before anyone else can be granted them (docs/
 //! reliability.md derives the bound). A terminal state of the client (expired, closed) loses
 //! them at once.
@@ -31,11 +31,15 @@ use crate::error::LostReason;
 pub(crate) const LOSS_NUMERATOR: u32 = 3;
 pub(crate) const LOSS_DENOMINATOR: u32 = 5;
 /// Heartbeats per session timeout.
-const BEATS_PER_TIMEOUT: u32 = 7;
+/// Heartbeats per session timeout: one every `T/9`, within zookeeper-client's ping interval
+/// (3/8 of the connection timeout the client sets, `0.3 T`), so it never pings on its own.
+const BEATS_PER_TIMEOUT: u32 = 9;
 
 /// Follows the session until it must not be used any more, reporting losses to `health`.
+/// `started`: when the session was handed to us, just after the server answered its connect.
 pub(super) async fn monitor(
     zk: ZkClient,
+    started: Instant,
     health: watch::Sender<Health>,
     ledger: Arc<Mutex<Ledger>>,
     reopen: Option<Reopen>,
@@ -45,17 +49,22 @@ pub(super) async fn monitor(
     let mut states = zk.state_watcher();
     let mut state = states.state();
     let mut heartbeat = Heartbeat::new(zk.clone(), timeout / BEATS_PER_TIMEOUT);
-    // The session was just established (or handed to us); its first heartbeat follows shortly.
-    let mut answered_sent_at = Some(Instant::now());
+    // The send time of the last answered request; none after a loss until the next answer.
+    let mut answered_sent_at = Some(started);
+    // Answers to requests sent before a declared loss prove nothing after it.
+    let mut declared_at = None;
     loop {
         if let Some(reason) = terminal_reason(state) {
             health.send_modify(|h| lose(h, reason, true));
             match reopen {
+                // Closed by us (all handles dropped): the server ended it.
+                _ if state == SessionState::Closed => lock(&ledger).end(),
                 // Expired by the server, or given up by zookeeper-client after 1.4 T without a
-                // connection, in which case the server may still hold it: confirm either way.
-                Some(reopen) if state == SessionState::Expired => end_on_server(&zk, &ledger, reopen),
-                // Closed by us, or a session we cannot reach again: take the client's word.
-                _ => lock(&ledger).end(),
+                // connection, or its credentials refused on a reconnect: the server may still
+                // hold it, so close it there (at once: it already is expired, or unreachable).
+                Some(reopen) => end_on_server(&zk, &ledger, reopen, Instant::now()),
+                // A session we cannot reach again: take the client's word.
+                None => lock(&ledger).end(),
             }
             return;
         }
@@ -63,15 +72,23 @@ pub(super) async fn monitor(
         tokio::select! {
             biased;
             next = states.changed() => state = next,
-            sent = heartbeat.answered() => answered_sent_at = Some(answered_sent_at.map_or(sent, |old| old.max(sent))),
+            sent = heartbeat.answered() => {
+                if declared_at.is_none_or(|declared| sent > declared) {
+                    answered_sent_at = Some(answered_sent_at.map_or(sent, |old| old.max(sent)));
+                }
+            }
             () = sleep_until(deadline) => {
+                // The server cannot expire the session before then: closing it earlier would
+                // hand its locks to the next holder sooner than a plain expiry would.
+                let earliest_expiry = answered_sent_at.map_or_else(Instant::now, |sent| sent + timeout);
                 // Declared once per silence: a session we cannot retire is lost again only
                 // after it answered in between.
                 answered_sent_at = None;
+                declared_at = Some(Instant::now());
                 health.send_modify(|h| lose(h, LostReason::ConnectionLost, reopen.is_some()));
                 if let Some(reopen) = reopen {
                     stop_reconnecting(&zk);
-                    end_on_server(&zk, &ledger, reopen);
+                    end_on_server(&zk, &ledger, reopen, earliest_expiry);
                     return;
                 }
             }
@@ -98,9 +115,10 @@ fn stop_reconnecting(zk: &ZkClient) {
     drop(zk.auth(NO_SUCH_SCHEME, b""));
 }
 
-/// Retires the session: closed on the server as soon as it is reachable.
-fn end_on_server(zk: &ZkClient, ledger: &Arc<Mutex<Ledger>>, reopen: Reopen) {
-    background::spawn(retire(zk.session().clone(), zk.session_timeout(), reopen, ledger.clone()));
+/// Retires the session: closed on the server as soon as it is reachable, not before
+/// `not_before`.
+fn end_on_server(zk: &ZkClient, ledger: &Arc<Mutex<Ledger>>, reopen: Reopen, not_before: Instant) {
+    background::spawn(retire(zk.session().clone(), zk.session_timeout(), reopen, ledger.clone(), not_before));
 }
 
 fn lock(ledger: &Mutex<Ledger>) -> std::sync::MutexGuard<'_, Ledger> {

@@ -45,9 +45,10 @@ impl Session {
     /// it may still live on the server is closed through a new connection to it; without (a
     /// session opened by the user), it is only reported lost.
     pub(crate) fn new(zk: zookeeper_client::Client, reopen: Option<Reopen>) -> Arc<Self> {
+        let started = tokio::time::Instant::now();
         let (sender, health) = watch::channel(Health::default());
         let ledger = Arc::new(Mutex::new(Ledger::default()));
-        let monitor = background::spawn(liveness::monitor(zk.clone(), sender, ledger.clone(), reopen));
+        let monitor = background::spawn(liveness::monitor(zk.clone(), started, sender, ledger.clone(), reopen));
         Arc::new(Self { zk, health, ledger, monitor })
     }
 

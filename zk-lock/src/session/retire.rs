@@ -1,15 +1,16 @@
 //! Retirement: a session whose locks were declared lost may still live on the server (a
 //! partition shorter than its timeout, a new leader that gave every session a fresh timeout),
 //! with nodes in queues that nobody will ever delete. It is closed through a connection of its
-//! own as soon as the server is reachable, which deletes all its ephemeral nodes at once, as
-//! Curator does when it injects an expiry. Its ledger is emptied only once the server confirmed
-//! that the session ended.
+//! own once the server could have expired it anyway and is reachable, which deletes all its
+//! ephemeral nodes at once, as Curator does when it injects an expiry. Its ledger is emptied
+//! only once the server confirmed that the session ended.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::time::Instant;
 use zookeeper_client::{Client as ZkClient, Error as ZkError, SessionInfo, SessionState};
 
 use super::ledger::Ledger;
@@ -24,8 +25,16 @@ pub(crate) type ReopenFuture = Pin<Box<dyn Future<Output = Result<ZkClient, ZkEr
 /// The first pause between attempts to reach an unreachable server.
 const FIRST_PAUSE: Duration = Duration::from_millis(50);
 
-/// Closes `session` on the server, trying until the server confirms it ended.
-pub(super) async fn retire(session: SessionInfo, timeout: Duration, reopen: Reopen, ledger: Arc<Mutex<Ledger>>) {
+/// Closes `session` on the server, not before `not_before` (the earliest moment the server could
+/// expire it), trying until the server confirms it ended.
+pub(super) async fn retire(
+    session: SessionInfo,
+    timeout: Duration,
+    reopen: Reopen,
+    ledger: Arc<Mutex<Ledger>>,
+    not_before: Instant,
+) {
+    tokio::time::sleep_until(not_before).await;
     let mut pause = FIRST_PAUSE;
     loop {
         match reopen(session.clone()).await {
@@ -44,6 +53,9 @@ pub(super) async fn retire(session: SessionInfo, timeout: Duration, reopen: Reop
                 // Given up without an answer: find out on the next connection.
             }
             Err(ZkError::SessionExpired) => break,
+            // Our credentials are refused: we can never reach it again, and nobody keeps it
+            // alive, so the server expires it within a session timeout.
+            Err(ZkError::AuthFailed) => break,
             Err(_) => {}
         }
         tokio::time::sleep(pause).await;
