@@ -199,9 +199,9 @@ impl Run {
             .map(ToString::to_string)
             .collect();
         let ephemerals: u64 = lines.iter().filter_map(|line| line.get("ephemerals")?.parse::<u64>().ok()).sum();
+        assert!(bad.is_empty(), "orphan oracle {when}: {bad:#?}");
         self.audited += 1;
         eprintln!("[{}] orphan oracle {when}: 0 orphans among {ephemerals} ephemeral nodes", self.name);
-        assert!(bad.is_empty(), "orphan oracle {when}: {bad:#?}");
     }
 
     /// Stops the workers and checks: nothing left under the run's root while their sessions
@@ -251,7 +251,8 @@ fn assert_no_failures(reports: &Reports) {
     assert!(failures.is_empty(), "{} acquisitions failed: {failures:#?}", failures.len());
 }
 
-/// Ephemeral nodes (lock, lease and queue nodes) anywhere under `root`, as `path data`.
+/// Ephemeral nodes (lock, lease and queue nodes) anywhere under `root`, as `path data owner
+/// <session> czxid <zxid>`, sorted.
 async fn lock_nodes(zk: &ZkClient, root: &str) -> Result<Vec<String>, ZkError> {
     let mut found = Vec::new();
     let mut parents = vec![root.to_owned()];
@@ -264,27 +265,31 @@ async fn lock_nodes(zk: &ZkClient, root: &str) -> Result<Vec<String>, ZkError> {
         for child in children {
             let path = format!("{parent}/{child}");
             match zk.get_data(&path).await {
-                Ok((data, stat)) if stat.ephemeral_owner != 0 => {
-                    found.push(format!("{path} {}", String::from_utf8_lossy(&data)));
-                }
+                Ok((data, stat)) if stat.ephemeral_owner != 0 => found.push(format!(
+                    "{path} {} owner {:#x} czxid {:#x}",
+                    String::from_utf8_lossy(&data),
+                    stat.ephemeral_owner,
+                    stat.czxid
+                )),
                 Ok(_) => parents.push(path),
                 Err(ZkError::NoNode) => {}
                 Err(e) => return Err(e),
             }
         }
     }
+    found.sort();
     Ok(found)
 }
 
 /// Every lock node under `root` as each server of the ensemble sees it (they may disagree), with
-/// its owner: `server i: <path> owner <session> czxid <zxid> <data>`.
+/// its owner: `server i: <path> <data> owner <session> czxid <zxid>`, in queue order.
 async fn dump_queues(root: &str) -> String {
     let cluster = &*CLUSTER;
     let mut dump = String::new();
     for i in 0..cluster.len() {
         let connect = cluster.server_connect_string(i);
         let listing = match tokio::time::timeout(Duration::from_secs(10), ZkClient::connect(&connect)).await {
-            Ok(Ok(zk)) => lock_nodes_with_owners(&zk, root).await.map_err(|e| e.to_string()),
+            Ok(Ok(zk)) => lock_nodes(&zk, root).await.map_err(|e| e.to_string()),
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err("no session within 10 s".to_owned()),
         };
@@ -295,23 +300,6 @@ async fn dump_queues(root: &str) -> String {
         }
     }
     dump
-}
-
-/// As [`lock_nodes`], with each node's owner and creation zxid.
-async fn lock_nodes_with_owners(zk: &ZkClient, root: &str) -> Result<Vec<String>, ZkError> {
-    let mut found = Vec::new();
-    for node in lock_nodes(zk, root).await? {
-        let path = node.split(' ').next().unwrap_or_default();
-        match zk.get_data(path).await {
-            Ok((_, stat)) => {
-                found.push(format!("{node} owner {:#x} czxid {:#x}", stat.ephemeral_owner, stat.czxid));
-            }
-            Err(ZkError::NoNode) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    found.sort();
-    Ok(found)
 }
 
 /// Polls the server until no lock node is left under `root`; returns those left at the deadline.

@@ -16,6 +16,7 @@ mod support;
 
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use support::zk::{children, new_client, server, wait_for_children, PATIENCE};
@@ -90,11 +91,19 @@ enum Held {
 }
 
 impl Held {
-    fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
+    fn lost(&self) -> Pin<Box<dyn Future<Output = LostReason> + Send>> {
         match self {
-            Self::Mutex(guard) => futures_lost(guard.lost()),
-            Self::Write(guard) => futures_lost(guard.lost()),
-            Self::Permit(guard) => futures_lost(guard.lost()),
+            Self::Mutex(guard) => Box::pin(guard.lost()),
+            Self::Write(guard) => Box::pin(guard.lost()),
+            Self::Permit(guard) => Box::pin(guard.lost()),
+        }
+    }
+
+    fn is_held(&self) -> bool {
+        match self {
+            Self::Mutex(guard) => guard.is_held(),
+            Self::Write(guard) => guard.is_held(),
+            Self::Permit(guard) => guard.is_held(),
         }
     }
 
@@ -105,12 +114,6 @@ impl Held {
             Self::Permit(guard) => guard.release().await,
         }
     }
-}
-
-fn futures_lost(
-    lost: impl Future<Output = LostReason> + Send + 'static,
-) -> std::pin::Pin<Box<dyn Future<Output = LostReason> + Send>> {
-    Box::pin(lost)
 }
 
 /// A client whose every connection goes through `proxy`.
@@ -127,31 +130,55 @@ fn unique(name: &str) -> String {
     format!("/partition/{name}-{}", std::process::id())
 }
 
-/// Waits until the partitioned client's sessions own no node the library does not account for,
-/// and none is still being retired; panics with what is left after `within`.
-async fn no_orphans(client: &Client, root: &str, within: Duration) {
+/// Polls `probe` every 10 ms until it gives `Ok`; panics with its last `Err` after `within`.
+async fn poll_until<T, F: Future<Output = Result<T, String>>>(within: Duration, mut probe: impl FnMut() -> F) -> T {
     let deadline = Instant::now() + within;
     loop {
-        let found = audit(client, root).await;
-        match &found {
-            Ok(audit) if audit.orphans.is_empty() && audit.retiring.is_empty() => return,
-            _ if Instant::now() >= deadline => panic!("orphan oracle under {root}: {found:?}"),
-            _ => tokio::time::sleep(Duration::from_millis(20)).await,
+        match probe().await {
+            Ok(done) => return done,
+            Err(last) if Instant::now() >= deadline => panic!("after {within:?}: {last}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
         }
     }
 }
 
-/// Waits until no node of the lock at `path` is left but those in `keep`; returns how long it took.
-async fn queue_empties(observer: &Client, queue: &str, keep: usize, within: Duration) -> Duration {
-    let started = Instant::now();
-    loop {
-        let left = children(observer, queue).await;
-        if left.len() <= keep {
-            return started.elapsed();
+/// Waits until the partitioned client's sessions own no node the library does not account for,
+/// and none is still being retired.
+async fn no_orphans(client: &Client, root: &str) {
+    poll_until(PATIENCE, || async move {
+        match audit(client, root).await {
+            Ok(audit) if audit.orphans.is_empty() && audit.retiring.is_empty() => Ok(()),
+            found => Err(format!("orphan oracle under {root}: {found:?}")),
         }
-        assert!(started.elapsed() < within, "{queue} still holds {left:?} after {within:?}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    })
+    .await;
+}
+
+/// Waits until `client`'s session is declared lost and being retired (it cannot be closed while
+/// the partition lasts).
+async fn until_retiring(client: &Client, root: &str) {
+    poll_until(PATIENCE, || async move {
+        match audit(client, root).await {
+            Ok(audit) if !audit.retiring.is_empty() => Ok(()),
+            found => Err(format!("the partitioned session was never declared lost: {found:?}")),
+        }
+    })
+    .await;
+}
+
+/// Waits until no node is left in `queue`; returns how long it took.
+async fn queue_empties(observer: &Client, queue: &str, within: Duration) -> Duration {
+    let started = Instant::now();
+    poll_until(within, || async move {
+        let left = children(observer, queue).await;
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{queue} still holds {left:?}"))
+        }
+    })
+    .await;
+    started.elapsed()
 }
 
 // --- a partitioned holder learns first ------------------------------------------------------
@@ -183,22 +210,14 @@ async fn holder_trial(recipe: Recipe, path: String, other: Client) -> (f64, Lost
     proxy.cut();
     let (reason, lost_at) = lost_at.await.expect("lost task");
     let (granted_at, guard) = granted.await.expect("grant task");
-    assert!(!holder_is_held(&held), "{recipe}: is_held() after lost()");
+    assert!(!held.is_held(), "{recipe}: is_held() after lost()");
     guard.release().await.expect("other releases");
     let margin =
         if lost_at < granted_at { (granted_at - lost_at).as_secs_f64() } else { -(lost_at - granted_at).as_secs_f64() };
     drop(held);
     proxy.heal();
-    no_orphans(&holder, &path, PATIENCE).await;
+    no_orphans(&holder, &path).await;
     (margin, reason)
-}
-
-fn holder_is_held(held: &Held) -> bool {
-    match held {
-        Held::Mutex(guard) => guard.is_held(),
-        Held::Write(guard) => guard.is_held(),
-        Held::Permit(guard) => guard.is_held(),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -301,11 +320,11 @@ async fn cut_off(recipe: Recipe, when: CutOff) {
         let guard = waiting.await.expect("waiter task").expect("granted on a new session after the heal");
         guard.release().await.expect("release");
     }
-    queue_empties(&observer, &queue, 0, PATIENCE).await;
+    queue_empties(&observer, &queue, PATIENCE).await;
     let emptied = healed.elapsed();
     let third = recipe.try_take(&observer, &path).await.expect("taken at once after the heal");
     third.release().await.expect("release");
-    no_orphans(&partitioned, &path, PATIENCE).await;
+    no_orphans(&partitioned, &path).await;
     eprintln!("{recipe}, cut off {when:?}: nothing left {:.3} s after the heal", emptied.as_secs_f64());
     assert!(healed.elapsed() < SESSION * 3, "{recipe}: {:?} after the heal", healed.elapsed());
 }
@@ -314,19 +333,6 @@ async fn cut_off(recipe: Recipe, when: CutOff) {
 fn spawn_take(recipe: Recipe, client: &Client, path: &str) -> tokio::task::JoinHandle<zk_lock::Result<Held>> {
     let (client, path) = (client.clone(), path.to_owned());
     tokio::spawn(async move { recipe.take(&client, &path, PATIENCE).await })
-}
-
-/// Waits until `client`'s session is declared lost and being retired (it cannot be closed while
-/// the partition lasts).
-async fn until_retiring(client: &Client, root: &str) {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        if audit(client, root).await.is_ok_and(|audit| !audit.retiring.is_empty()) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the partitioned session was never declared lost");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -404,10 +410,10 @@ async fn a_session_that_survives_a_partition_longer_than_its_timeout_is_retired(
     let healed = Instant::now();
     for (recipe, path, client, _) in &holders {
         let queue = recipe.queue(path);
-        let emptied = queue_empties(&observer, &queue, 0, LONG_SESSION).await;
+        let emptied = queue_empties(&observer, &queue, LONG_SESSION).await;
         let free_after = healed.elapsed();
         recipe.try_take(&observer, path).await.expect("free again").release().await.expect("release");
-        no_orphans(client, path, PATIENCE).await;
+        no_orphans(client, path).await;
         eprintln!(
             "{recipe}: told {:.2} s after the cut, restart done at {:.2} s, healed at 1.2 T; free {:.3} s after the heal \
              (queue emptied after {:.3} s of watching)",
@@ -438,6 +444,6 @@ async fn a_lock_asked_for_during_a_partition_is_granted_after_the_heal() {
         proxy.heal();
         let held = asked.await.expect("task").expect("granted after the heal");
         held.release().await.expect("release");
-        no_orphans(&partitioned, &path, PATIENCE).await;
+        no_orphans(&partitioned, &path).await;
     }
 }

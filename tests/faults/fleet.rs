@@ -231,26 +231,28 @@ impl Fleet {
     pub async fn audit(&mut self, timeout: Duration) -> Vec<Line> {
         self.audit_rounds += 1;
         let round = self.audit_rounds.to_string();
+        self.tell_all(&format!("audit {round}")).await;
+        let n = self.processes.len();
+        let this_round = |r: &Reports| -> Vec<Line> {
+            r.audits.iter().filter(|a| a.get("round") == Some(round.as_str())).cloned().collect()
+        };
+        self.wait_for(&format!("audit round {round}"), timeout, |r| this_round(r).len() == n).await;
+        self.reports(this_round)
+    }
+
+    /// Writes the line `order` to every worker's control channel.
+    async fn tell_all(&mut self, order: &str) {
         for process in &mut self.processes {
             if let Some(stdin) = process.stdin.as_mut() {
-                stdin.write_all(format!("audit {round}\n").as_bytes()).await.expect("ask a worker for an audit");
-                stdin.flush().await.expect("ask a worker for an audit");
+                stdin.write_all(format!("{order}\n").as_bytes()).await.expect("write an order to a worker");
+                stdin.flush().await.expect("write an order to a worker");
             }
         }
-        let n = self.processes.len();
-        let this_round = |r: &Reports| r.audits.iter().filter(|a| a.get("round") == Some(round.as_str())).count();
-        self.wait_for(&format!("audit round {round}"), timeout, |r| this_round(r) == n).await;
-        self.reports(|r| r.audits.iter().filter(|a| a.get("round") == Some(round.as_str())).cloned().collect())
     }
 
     /// Tells every worker to stop and waits until all are idle: nothing held, nothing queued.
     pub async fn stop(&mut self, timeout: Duration) {
-        for process in &mut self.processes {
-            if let Some(stdin) = process.stdin.as_mut() {
-                stdin.write_all(b"stop\n").await.expect("tell a worker to stop");
-                stdin.flush().await.expect("tell a worker to stop");
-            }
-        }
+        self.tell_all("stop").await;
         let n = self.processes.len();
         self.wait_for("every worker to be idle", timeout, |r| r.idle.len() == n).await;
     }

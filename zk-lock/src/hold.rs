@@ -150,28 +150,26 @@ impl Hold {
     /// Deletes the node now and reports whether the lock was still ours.
     async fn release(mut self) -> Result<()> {
         let delete = self.start_release();
-        let claim = self.claim.take();
         if let Some(reason) = self.lost_reason() {
-            // The delete was sent; if it does not go through, the claim deletes the node.
+            // Its reply settles the claim; dropped, the claim would send a second delete.
+            if let Some(delete) = delete {
+                background::spawn(delete);
+            }
             return Err(self.lost_error(reason));
         }
         let Some(delete) = delete else { return Ok(()) };
+        let mut delete = Box::pin(delete);
         let deleted = tokio::select! {
             biased;
-            deleted = delete => deleted,
-            // Declared lost while the delete waits for a reconnect: say so now; the claim (or
-            // the session's retirement) sees the node deleted.
+            deleted = &mut delete => deleted,
+            // Declared lost while the delete waits for a reconnect: say so now; the reply (or
+            // the session's retirement) settles the node in the background.
             reason = self.session.lost_after(self.losses_seen) => {
+                background::spawn(delete);
                 self.trace.lost(reason);
                 return Err(self.lost_error(reason));
             }
         };
-        if let Some(local) = &self.local {
-            local.delete_replied(&deleted);
-        }
-        if let Some(claim) = claim {
-            claim.gone_if_deleted(&deleted);
-        }
         match deleted {
             Ok(()) => {
                 self.trace.released(false);
@@ -187,9 +185,10 @@ impl Hold {
         }
     }
 
-    /// Marks the hold released and sends the delete; the returned future waits for its reply.
-    /// `None` if it was released before.
-    fn start_release(&self) -> Option<impl Future<Output = std::result::Result<(), ZkError>> + Send + 'static> {
+    /// Marks the hold released and sends the delete; the returned future awaits its reply and
+    /// settles what it tells: the claim, and the waiters of this process behind the node. `None`
+    /// if it was released before.
+    fn start_release(&mut self) -> Option<impl Future<Output = std::result::Result<(), ZkError>> + Send + 'static> {
         if self.released.swap(true, Ordering::AcqRel) {
             return None;
         }
@@ -198,7 +197,18 @@ impl Hold {
             holds.remove(&self.key);
         }
         drop(holds);
-        Some(delete_with_retry(&self.session.zk, self.node_path.clone()))
+        let delete = delete_with_retry(&self.session.zk, self.node_path.clone());
+        let (claim, local) = (self.claim.take(), self.local.clone());
+        Some(async move {
+            let deleted = delete.await;
+            if let Some(local) = &local {
+                local.delete_replied(&deleted);
+            }
+            if let Some(claim) = claim {
+                claim.gone_if_deleted(&deleted);
+            }
+            deleted
+        })
     }
 }
 
@@ -233,28 +243,20 @@ impl Drop for Hold {
     fn drop(&mut self) {
         // The delete request is sent here, in order; its reply is awaited in the background.
         if let Some(delete) = self.start_release() {
-            let claim = self.claim.take();
-            if self.lost_reason().is_none() {
-                let trace = self.trace.clone();
-                let local = self.local.clone();
-                background::spawn(async move {
-                    let deleted = delete.await;
-                    if let Some(local) = &local {
-                        local.delete_replied(&deleted);
-                    }
-                    if let Some(claim) = claim {
-                        claim.gone_if_deleted(&deleted);
-                    }
-                    match deleted {
-                        Ok(()) => trace.released(true),
-                        Err(error) => {
-                            if let Some(reason) = lost_by(&error) {
-                                trace.lost(reason);
-                            }
+            // A lock lost before was traced as lost already.
+            let trace = self.lost_reason().is_none().then(|| self.trace.clone());
+            background::spawn(async move {
+                let deleted = delete.await;
+                let Some(trace) = trace else { return };
+                match deleted {
+                    Ok(()) => trace.released(true),
+                    Err(error) => {
+                        if let Some(reason) = lost_by(&error) {
+                            trace.lost(reason);
                         }
                     }
-                });
-            }
+                }
+            });
         }
     }
 }

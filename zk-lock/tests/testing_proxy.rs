@@ -22,6 +22,20 @@ struct Connection {
     server: TcpStream,
 }
 
+impl Connection {
+    /// A request and a reply both arrive.
+    fn assert_open_both_ways(&mut self) {
+        assert_passes(&mut self.client, &mut self.server, b"request");
+        assert_passes(&mut self.server, &mut self.client, b"reply");
+    }
+
+    /// Neither a request nor a reply arrives, and the connection stays open.
+    fn assert_cut_both_ways(&mut self) {
+        assert_dropped(&mut self.client, &mut self.server, b"lost request");
+        assert_dropped(&mut self.server, &mut self.client, b"lost reply");
+    }
+}
+
 /// A server socket and a proxy in front of it.
 fn start() -> (TcpListener, Proxy) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -105,8 +119,7 @@ fn bytes_pass_both_ways() {
     assert_eq!(proxy.connect_string(), format!("127.0.0.1:{}", proxy.addr().port()));
     let mut c = connect(&listener, &proxy);
 
-    assert_passes(&mut c.client, &mut c.server, b"request");
-    assert_passes(&mut c.server, &mut c.client, b"reply");
+    c.assert_open_both_ways();
 
     // More than fits in one read, from another thread since the socket buffers cannot hold it.
     let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
@@ -126,12 +139,10 @@ fn a_cut_drops_everything_and_keeps_connections_open() {
 
     proxy.cut();
 
-    assert_dropped(&mut c.client, &mut c.server, b"lost request");
-    assert_dropped(&mut c.server, &mut c.client, b"lost reply");
+    c.assert_cut_both_ways();
     // A new connection is accepted, but it is as silent as the others.
     let mut new = connect(&listener, &proxy);
-    assert_dropped(&mut new.client, &mut new.server, b"lost request");
-    assert_dropped(&mut new.server, &mut new.client, b"lost reply");
+    new.assert_cut_both_ways();
 }
 
 #[test]
@@ -139,16 +150,14 @@ fn heal_restores_the_connections_open_during_a_cut() {
     let (listener, proxy) = start();
     let mut c = connect(&listener, &proxy);
     proxy.cut();
-    assert_dropped(&mut c.client, &mut c.server, b"lost request");
-    assert_dropped(&mut c.server, &mut c.client, b"lost reply");
+    c.assert_cut_both_ways();
     let mut new = connect(&listener, &proxy);
 
     proxy.heal();
 
     // Only the new bytes arrive: the dropped ones are gone for good.
     for c in [&mut c, &mut new] {
-        assert_passes(&mut c.client, &mut c.server, b"request");
-        assert_passes(&mut c.server, &mut c.client, b"reply");
+        c.assert_open_both_ways();
     }
 }
 
@@ -190,8 +199,7 @@ fn delay_adds_latency_both_ways_and_keeps_order() {
 
     proxy.delay(Duration::ZERO);
     let sent = Instant::now();
-    assert_passes(&mut c.client, &mut c.server, b"request");
-    assert_passes(&mut c.server, &mut c.client, b"reply");
+    c.assert_open_both_ways();
     assert!(sent.elapsed() < delay, "still delayed: a round trip took {:?}", sent.elapsed());
 }
 
@@ -205,8 +213,7 @@ fn reset_closes_the_current_connections_only() {
     assert_eq!(wait_closed(&mut c.client), Some(ErrorKind::ConnectionReset));
     assert_eq!(wait_closed(&mut c.server), Some(ErrorKind::ConnectionReset));
     let mut new = connect(&listener, &proxy);
-    assert_passes(&mut new.client, &mut new.server, b"request");
-    assert_passes(&mut new.server, &mut new.client, b"reply");
+    new.assert_open_both_ways();
 }
 
 #[test]
@@ -248,8 +255,7 @@ fn the_proxy_outlives_the_runtime_that_started_it() {
     drop(runtime);
 
     let mut c = connect(&listener, &proxy);
-    assert_passes(&mut c.client, &mut c.server, b"request");
-    assert_passes(&mut c.server, &mut c.client, b"reply");
+    c.assert_open_both_ways();
 }
 
 #[test]

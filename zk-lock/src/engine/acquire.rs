@@ -83,37 +83,37 @@ pub(crate) async fn acquire(client: &Client, spec: &LockSpec<'_>, wait: Wait) ->
         let mut pending = PendingNode::in_queue(session.clone(), spec.path, new_protected_prefix());
         let mut own_watch = None;
         let attempt = attempt(&session.zk, spec, client.node_acls(), &mut pending, &mut own_watch, wait);
-        let outcome = until_deadline(wait, while_usable(&session, attempt)).await;
-        let failed = match outcome {
+        let failed = match until_deadline(wait, while_usable(&session, attempt)).await {
             Some(Ok((node_path, token))) => {
                 let (claim, local) = pending.grant();
                 return Ok(Granted { session, node_path, token, losses_seen, own_watch, local, claim });
             }
-            Some(Err(failed)) => failed,
-            None => {
-                unless_retired(&session, pending.remove()).await;
-                return Err(Error::Timeout { path: spec.path.to_owned(), waited: started.elapsed() });
-            }
+            Some(Err(failed)) => Some(failed),
+            None => None,
         };
-        match failed {
-            Failed::Busy => {
-                unless_retired(&session, pending.remove()).await;
-                return Err(Error::Busy { path: spec.path.to_owned() });
-            }
-            Failed::Error(error) => {
-                unless_retired(&session, pending.remove()).await;
-                return Err(error.at_path(spec.path));
-            }
-            // Deleted as far as we know; deleting it again costs nothing if so and leaves nothing
-            // behind if not.
-            Failed::NodeVanished => unless_retired(&session, pending.remove()).await,
-            Failed::SessionGone => {
-                // The node goes with the session (ended, or retired and closed as soon as it
-                // can be); queue again on a new one if we can open it.
-                pending.let_go();
-                renewal(client, &session).await?;
-            }
+        if let Some(Failed::SessionGone) = failed {
+            // The node goes with the session (ended, or retired and closed by its retirement);
+            // queue again on a new one if we can open it.
+            pending.let_go();
+            renewal(client, &session).await?;
+            continue;
         }
+        session.unless_terminated(pending.remove()).await;
+        if let Some(error) = give_up(failed, spec.path, started) {
+            return Err(error);
+        }
+    }
+}
+
+/// The error an acquisition returns after an attempt that ended without the lock (`None`: its
+/// wait ran out); `None` if it queues again. Its nodes are removed first either way, a vanished
+/// node too: deleting it again costs nothing if it is gone, and leaves nothing behind if not.
+pub(super) fn give_up(failed: Option<Failed>, path: &str, started: Instant) -> Option<Error> {
+    match failed {
+        None => Some(Error::Timeout { path: path.to_owned(), waited: started.elapsed() }),
+        Some(Failed::Busy) => Some(Error::Busy { path: path.to_owned() }),
+        Some(Failed::Error(error)) => Some(error.at_path(path)),
+        Some(Failed::NodeVanished | Failed::SessionGone) => None,
     }
 }
 
@@ -131,22 +131,7 @@ pub(super) async fn while_usable<T>(
     session: &Session,
     attempt: impl Future<Output = std::result::Result<T, Failed>>,
 ) -> std::result::Result<T, Failed> {
-    tokio::select! {
-        biased;
-        () = session.terminated() => Err(Failed::SessionGone),
-        outcome = attempt => outcome,
-    }
-}
-
-/// Runs `removal` (of our nodes, before returning to the caller) unless the session is retired
-/// first: a removal waiting for a reconnect would otherwise hold the caller up for as long as
-/// zookeeper-client keeps trying. The nodes are then the claims' and the retirement's.
-pub(super) async fn unless_retired(session: &Session, removal: impl Future<Output = ()>) {
-    tokio::select! {
-        biased;
-        () = removal => {}
-        () = session.terminated() => {}
-    }
+    session.unless_terminated(attempt).await.unwrap_or(Err(Failed::SessionGone))
 }
 
 /// The longest pause between two attempts to open a session for a waiting acquisition.
@@ -233,7 +218,7 @@ async fn join_queue(
         let (name, token) = match created {
             Ok((stat, sequence)) => {
                 let name = format!("{}{}{sequence}", pending.prefix(), spec.lock_name);
-                pending.created(name.clone());
+                pending.created(&name);
                 (name, stat.czxid)
             }
             Err(ZkError::NoNode) => {
@@ -246,7 +231,7 @@ async fn join_queue(
                 reconnects.wait(error).await?;
                 match find_protected(zk, spec.path, pending.prefix()).await? {
                     Some((name, token)) => {
-                        pending.created(name.clone());
+                        pending.created(&name);
                         (name, token)
                     }
                     None => continue,
@@ -296,7 +281,7 @@ async fn until_deleted(zk: &ZkClient, parent: &str, name: &str, path: &str) -> s
     let mut reconnects = Reconnects::new(zk);
     loop {
         if let Some(fate) = local_nodes::follow(parent, name, zk.session_id()) {
-            if deleted_locally(zk, fate).await? {
+            if deleted_locally(fate).await {
                 return Ok(());
             }
         }
@@ -319,22 +304,10 @@ async fn until_deleted(zk: &ZkClient, parent: &str, name: &str, path: &str) -> s
 }
 
 /// Waits until the owner of a node of this process settles its fate: `true` if ZooKeeper
-/// confirmed the deletion, `false` if the owner cannot tell. Our own session ending first is
-/// `SessionGone`, as the watch on the server would have said.
-async fn deleted_locally(zk: &ZkClient, mut fate: watch::Receiver<Fate>) -> std::result::Result<bool, Failed> {
-    let settled = async move { fate.wait_for(|fate| *fate != Fate::Present).await.map(|fate| *fate) };
-    tokio::select! {
-        settled = settled => Ok(matches!(settled, Ok(Fate::Deleted))),
-        () = session_terminated(zk) => Err(Failed::SessionGone),
-    }
-}
-
-async fn session_terminated(zk: &ZkClient) {
-    let mut states = zk.state_watcher();
-    let mut state = states.state();
-    while !state.is_terminated() {
-        state = states.changed().await;
-    }
+/// confirmed the deletion, `false` if the owner cannot tell. Our own session ending meanwhile is
+/// seen around the whole attempt (`while_usable`).
+async fn deleted_locally(mut fate: watch::Receiver<Fate>) -> bool {
+    matches!(fate.wait_for(|fate| *fate != Fate::Present).await.map(|fate| *fate), Ok(Fate::Deleted))
 }
 
 /// A node named like a lock node but not ephemeral: no session ends it, so waiting for it would

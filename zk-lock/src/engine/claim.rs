@@ -6,13 +6,14 @@
 //! used; a session that must not be used any more is retired, and its retirement confirms the
 //! end of all its nodes at once (`session::retire`).
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use zookeeper_client::Error as ZkError;
 
 use super::pending::find_protected;
-use super::retry::{broke_connection, until_connected};
+use super::retry::{broke_connection, delete_with_retry, until_connected};
 use crate::background;
 use crate::session::Session;
 
@@ -47,10 +48,52 @@ impl Claim {
 
     /// [`gone`](Self::gone) if `reply`, the reply to a delete of the node, confirms it.
     pub(crate) fn gone_if_deleted(self, reply: &Result<(), ZkError>) {
-        if matches!(reply, Ok(()) | Err(ZkError::NoNode)) {
+        if confirms_gone(reply) {
             self.gone();
         }
     }
+
+    /// Deletes the node, found first by its prefix if its name never reached us, and returns the
+    /// reply (`Ok` also when the search found nothing). When the name is known the delete is sent
+    /// before this returns, in order with the caller's later requests. Unconfirmed, the claim
+    /// goes on in the background.
+    pub(crate) fn delete(self) -> impl Future<Output = Result<(), ZkError>> + Send + 'static {
+        let path = self.session.ledger().get(self.id).and_then(|node| node.path());
+        let sent = path.map(|path| delete_with_retry(&self.session.zk, path));
+        async move {
+            let reply = match sent {
+                Some(sent) => sent.await,
+                None => delete_once(&self.session, self.id).await,
+            };
+            if confirms_gone(&reply) {
+                self.gone();
+            }
+            reply
+        }
+    }
+}
+
+/// A delete answered OK, or `NoNode` (someone deleted it first): the node is gone.
+fn confirms_gone(reply: &Result<(), ZkError>) -> bool {
+    matches!(reply, Ok(()) | Err(ZkError::NoNode))
+}
+
+/// One attempt (riding out broken connections) to delete the node `id` of `session`, found by its
+/// prefix if its name is unknown. `Ok` if it is gone or was never made.
+async fn delete_once(session: &Session, id: u64) -> Result<(), ZkError> {
+    let Some(node) = session.ledger().get(id).cloned() else { return Ok(()) };
+    let path = match node.path() {
+        Some(path) => path,
+        None => match find_protected(&session.zk, &node.parent, &node.prefix).await? {
+            Some((name, _)) => {
+                session.ledger().named(id, &name);
+                format!("{}/{name}", node.parent)
+            }
+            // Searched after a `sync`, after the `create` in the same session: never made.
+            None => return Ok(()),
+        },
+    };
+    delete_with_retry(&session.zk, path).await
 }
 
 impl Drop for Claim {
@@ -64,32 +107,12 @@ impl Drop for Claim {
 /// Deletes the abandoned node `id` of `session`, until ZooKeeper confirms it is gone or the
 /// session must not be used any more (its retirement then ends every node of it).
 async fn reap(session: Arc<Session>, id: u64) {
-    let zk = &session.zk;
     let mut pause = Duration::from_millis(10);
-    loop {
-        let Some(node) = session.ledger().get(id).cloned() else { return };
-        if !session.is_usable() {
-            return;
-        }
-        let result = match &node.name {
-            Some(name) => zk.delete(&format!("{}/{name}", node.parent), None).await,
-            None => match find_protected(zk, &node.parent, &node.prefix).await {
-                Ok(Some((name, _))) => {
-                    session.ledger().named(id, &name);
-                    continue;
-                }
-                // Searched after a `sync`, after the `create` in the same session: never made.
-                Ok(None) => Ok(()),
-                Err(error) => Err(error),
-            },
-        };
-        match result {
-            Ok(()) | Err(ZkError::NoNode) => {
-                session.ledger().remove(id);
-                return;
-            }
+    while session.is_usable() && session.ledger().get(id).is_some() {
+        match delete_once(&session, id).await {
+            Ok(()) | Err(ZkError::NoNode) => session.ledger().remove(id),
             Err(error) => {
-                if broke_connection(&error) && until_connected(zk).await.is_err() {
+                if broke_connection(&error) && until_connected(&session.zk).await.is_err() {
                     return;
                 }
                 tokio::time::sleep(pause).await;

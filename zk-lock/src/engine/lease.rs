@@ -28,9 +28,7 @@ use zookeeper_client::{
     Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType, MultiReadResult, OneshotWatcher, WatchedEvent,
 };
 
-use super::acquire::{
-    renewal, session_within, unless_retired, until_deadline, wait_for_grant, while_usable, LockSpec, Wait,
-};
+use super::acquire::{give_up, renewal, session_within, until_deadline, wait_for_grant, while_usable, LockSpec, Wait};
 use super::claim::Claim;
 use super::failed::Failed;
 use super::node_name::{new_protected_prefix, sorted_nodes, MUTEX};
@@ -39,7 +37,7 @@ use super::pending::{find_protected, PendingNode};
 use super::retry::Reconnects;
 use crate::background;
 use crate::client::Client;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::session::Session;
 use crate::shared_count::VersionedCount;
 use crate::trace;
@@ -156,8 +154,7 @@ pub(crate) async fn acquire_leases(
         let mut lock = OwnNode::new(&session, &parents.locks, LOCK_NAME);
         let mut leases = Vec::with_capacity(spec.count);
         let attempt = attempt(&session, spec, client.node_acls(), &parents, limit, wait, &mut lock, &mut leases);
-        let outcome = until_deadline(wait, while_usable(&session, attempt)).await;
-        let failed = match outcome {
+        let failed = match until_deadline(wait, while_usable(&session, attempt)).await {
             Some(Ok(())) => {
                 // Let the internal mutex go: the delete is sent now, its reply awaited in the
                 // background (it is retried there after a connection loss).
@@ -165,31 +162,20 @@ pub(crate) async fn acquire_leases(
                 let leases = leases.iter_mut().filter_map(OwnNode::grant).collect();
                 return Ok(GrantedLeases { session, losses_seen, leases });
             }
-            Some(Err(failed)) => failed,
-            None => {
-                unless_retired(&session, remove_all(&mut lock, &mut leases)).await;
-                return Err(Error::Timeout { path: spec.path.to_owned(), waited: started.elapsed() });
-            }
+            Some(Err(failed)) => Some(failed),
+            None => None,
         };
-        match failed {
-            Failed::Busy => {
-                unless_retired(&session, remove_all(&mut lock, &mut leases)).await;
-                return Err(Error::Busy { path: spec.path.to_owned() });
-            }
-            Failed::Error(error) => {
-                unless_retired(&session, remove_all(&mut lock, &mut leases)).await;
-                return Err(error.at_path(spec.path));
-            }
-            // Deleted as far as we know; deleting it again costs nothing if so and leaves
-            // nothing behind if not.
-            Failed::NodeVanished => unless_retired(&session, remove_all(&mut lock, &mut leases)).await,
-            Failed::SessionGone => {
-                // Every node goes with the session (ended, or retired and closed as soon as it
-                // can be); start again on a new one if we can open it.
-                lock.pending.let_go();
-                leases.iter_mut().for_each(|lease| lease.pending.let_go());
-                renewal(client, &session).await?;
-            }
+        if let Some(Failed::SessionGone) = failed {
+            // Every node goes with the session (ended, or retired and closed by its retirement);
+            // start again on a new one if we can open it.
+            lock.pending.let_go();
+            leases.iter_mut().for_each(|lease| lease.pending.let_go());
+            renewal(client, &session).await?;
+            continue;
+        }
+        session.unless_terminated(remove_all(&mut lock, &mut leases)).await;
+        if let Some(error) = give_up(failed, spec.path, started) {
+            return Err(error);
         }
     }
 }
@@ -361,7 +347,7 @@ async fn create_then_list(
             match create.await {
                 Ok((stat, sequence)) => {
                     let name = format!("{}{}{sequence}", node.pending.prefix(), node.kind);
-                    node.pending.created(name.clone());
+                    node.pending.created(&name);
                     node.made = Some((name, stat.czxid));
                 }
                 Err(ZkError::NoNode) => {
@@ -376,7 +362,7 @@ async fn create_then_list(
                     reconnects.wait(error).await?;
                     match find_protected(zk, &node.parent, node.pending.prefix()).await? {
                         Some((name, token)) => {
-                            node.pending.created(name.clone());
+                            node.pending.created(&name);
                             node.made = Some((name, token));
                         }
                         None => {

@@ -8,7 +8,7 @@ use zookeeper_client::{Client as ZkClient, Error as ZkError};
 use super::acquire::list_children;
 use super::claim::Claim;
 use super::local_nodes::{self, LocalNode};
-use super::retry::{delete_with_retry, Reconnects};
+use super::retry::Reconnects;
 use crate::background;
 use crate::session::Session;
 use crate::trace;
@@ -19,10 +19,9 @@ pub(super) struct PendingNode {
     parent: String,
     /// `_c_<uuid>-`: finds the node when the reply to `create` never arrived.
     prefix: String,
-    /// A `create` was sent, and ZooKeeper has not confirmed that the node is gone.
+    /// A `create` was sent, and ZooKeeper has not confirmed that the node is gone. The claim
+    /// knows the node's name once the reply to the `create` arrived.
     claim: Option<Claim>,
-    /// The node's name, once the reply to its `create` arrived.
-    name: Option<String>,
     /// Whether waiters of this process may follow the node through [`local_nodes`].
     shared_locally: bool,
     local: Option<Arc<LocalNode>>,
@@ -30,7 +29,7 @@ pub(super) struct PendingNode {
 
 impl PendingNode {
     pub(super) fn new(session: Arc<Session>, parent: &str, prefix: String) -> Self {
-        Self { session, parent: parent.to_owned(), prefix, claim: None, name: None, shared_locally: false, local: None }
+        Self { session, parent: parent.to_owned(), prefix, claim: None, shared_locally: false, local: None }
     }
 
     /// A node in a lock queue, which other waiters on its session may wait behind: they follow
@@ -57,14 +56,12 @@ impl PendingNode {
         if self.claim.is_none() {
             self.claim = Some(Claim::new(&self.session, &self.parent, &self.prefix));
         }
-        self.name = None;
     }
 
-    pub(super) fn created(&mut self, name: String) {
+    pub(super) fn created(&mut self, name: &str) {
         if let Some(claim) = &self.claim {
-            claim.named(&name);
+            claim.named(name);
         }
-        self.name = Some(name);
     }
 
     /// ZooKeeper said the `create` made nothing (its parent was missing).
@@ -72,7 +69,6 @@ impl PendingNode {
         if let Some(claim) = self.claim.take() {
             claim.gone();
         }
-        self.name = None;
         self.local = None;
     }
 
@@ -80,47 +76,42 @@ impl PendingNode {
     /// more): its claim deletes it, or the session's retirement ends it.
     pub(super) fn let_go(&mut self) {
         self.claim = None;
-        self.name = None;
         self.local = None;
     }
 
     /// The node is granted: it is no longer ours to remove. Returns its claim, and how whoever
     /// holds it now tells the waiters of this process behind it what becomes of it.
     pub(super) fn grant(&mut self) -> (Option<Claim>, Option<Arc<LocalNode>>) {
-        self.name = None;
         (self.claim.take(), self.local.take())
     }
 
     /// Removes the node now, for the error paths that return to the caller. If ZooKeeper does
     /// not confirm it, the claim goes on trying in the background.
     pub(super) async fn remove(&mut self) {
-        if let Some(claim) = self.claim.take() {
-            let zk = self.session.zk.clone();
-            remove_node(zk, self.parent.clone(), self.prefix.clone(), self.name.take(), claim, self.local.take()).await;
+        if let Some(removal) = self.start_removal() {
+            removal.await;
         }
     }
 
     /// Removes the node in the background; when its name is known the delete is sent before
     /// this returns, in order with the caller's later requests.
     pub(super) fn remove_in_background(&mut self) {
-        let local = self.local.take();
-        let Some(claim) = self.claim.take() else { return };
-        match self.name.take() {
-            Some(name) => {
-                let delete = delete_with_retry(&self.session.zk, format!("{}/{name}", self.parent));
-                background::spawn(async move {
-                    let reply = delete.await;
-                    if let Some(local) = local {
-                        local.delete_replied(&reply);
-                    }
-                    claim.gone_if_deleted(&reply);
-                });
-            }
-            None => {
-                let zk = self.session.zk.clone();
-                background::spawn(remove_node(zk, self.parent.clone(), self.prefix.clone(), None, claim, local));
-            }
+        if let Some(removal) = self.start_removal() {
+            background::spawn(removal);
         }
+    }
+
+    /// Sends the delete if the node's name is known; the future awaits the reply and tells the
+    /// waiters of this process behind the node what became of it.
+    fn start_removal(&mut self) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+        let local = self.local.take();
+        let delete = self.claim.take()?.delete();
+        Some(async move {
+            let reply = delete.await;
+            if let Some(local) = local {
+                local.delete_replied(&reply);
+            }
+        })
     }
 }
 
@@ -129,35 +120,6 @@ impl Drop for PendingNode {
         // The acquire future was dropped mid-flight.
         self.remove_in_background();
     }
-}
-
-/// Deletes our node, finding it by its protected prefix if its name never reached us. What
-/// ZooKeeper does not confirm here is left to the claim.
-async fn remove_node(
-    zk: ZkClient,
-    parent: String,
-    prefix: String,
-    name: Option<String>,
-    claim: Claim,
-    local: Option<Arc<LocalNode>>,
-) {
-    let name = match name {
-        Some(name) => name,
-        None => match find_protected(&zk, &parent, &prefix).await {
-            Ok(Some((name, _))) => {
-                claim.named(&name);
-                name
-            }
-            // Searched after a `sync`, after our `create` on the same session: never made.
-            Ok(None) => return claim.gone(),
-            Err(_) => return,
-        },
-    };
-    let reply = delete_with_retry(&zk, format!("{parent}/{name}")).await;
-    if let Some(local) = local {
-        local.delete_replied(&reply);
-    }
-    claim.gone_if_deleted(&reply);
 }
 
 /// Looks for the node whose name starts with `prefix` under `parent`: the node a `create`

@@ -5,6 +5,12 @@
 //! confirmation; the fault suite's orphan oracle compares it with what the server holds.
 
 use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+/// The ledger behind its lock, which no panic elsewhere makes unusable.
+pub(super) fn lock(ledger: &Mutex<Ledger>) -> MutexGuard<'_, Ledger> {
+    ledger.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// One node of the ledger.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +24,11 @@ pub(crate) struct OwnedNode {
 }
 
 impl OwnedNode {
+    /// The node's full path, once its name is known.
+    pub(crate) fn path(&self) -> Option<String> {
+        self.name.as_ref().map(|name| format!("{}/{name}", self.parent))
+    }
+
     /// Whether `path` is (or could be, while its name is unknown) this node.
     #[cfg(any(test, feature = "testing"))]
     pub(crate) fn matches(&self, path: &str) -> bool {

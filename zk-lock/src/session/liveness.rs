@@ -20,17 +20,18 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use zookeeper_client::{Client as ZkClient, SessionState};
 
-use super::ledger::Ledger;
+use super::ledger::{self, Ledger};
 use super::retire::{retire, Reopen};
 use super::Health;
 use crate::background;
 use crate::error::LostReason;
 
-/// The part of the session timeout after the send of the last answered request at which the
-/// locks are declared lost.
-pub(crate) const LOSS_NUMERATOR: u32 = 3;
-pub(crate) const LOSS_DENOMINATOR: u32 = 5;
-/// Heartbeats per session timeout.
+/// The locks are declared lost 3/5 of the session timeout after the send of the last answered
+/// request.
+fn loss_delay(timeout: Duration) -> Duration {
+    timeout * 3 / 5
+}
+
 /// Heartbeats per session timeout: one every `T/9`, within zookeeper-client's ping interval
 /// (3/8 of the connection timeout the client sets, `0.3 T`), so it never pings on its own.
 const BEATS_PER_TIMEOUT: u32 = 9;
@@ -45,26 +46,24 @@ pub(super) async fn monitor(
     reopen: Option<Reopen>,
 ) {
     let timeout = zk.session_timeout();
-    let lose_after = timeout * LOSS_NUMERATOR / LOSS_DENOMINATOR;
+    let lose_after = loss_delay(timeout);
     let mut states = zk.state_watcher();
     let mut state = states.state();
     let mut heartbeat = Heartbeat::new(zk.clone(), timeout / BEATS_PER_TIMEOUT);
     // The send time of the last answered request; none after a loss until the next answer.
     let mut answered_sent_at = Some(started);
-    // Answers to requests sent before a declared loss prove nothing after it.
-    let mut declared_at = None;
     loop {
         if let Some(reason) = terminal_reason(state) {
             health.send_modify(|h| lose(h, reason, true));
             match reopen {
                 // Closed by us (all handles dropped): the server ended it.
-                _ if state == SessionState::Closed => lock(&ledger).end(),
+                _ if state == SessionState::Closed => ledger::lock(&ledger).end(),
                 // Expired by the server, or given up by zookeeper-client after 1.4 T without a
                 // connection, or its credentials refused on a reconnect: the server may still
                 // hold it, so close it there (at once: it already is expired, or unreachable).
                 Some(reopen) => end_on_server(&zk, &ledger, reopen, Instant::now()),
                 // A session we cannot reach again: take the client's word.
-                None => lock(&ledger).end(),
+                None => ledger::lock(&ledger).end(),
             }
             return;
         }
@@ -72,25 +71,22 @@ pub(super) async fn monitor(
         tokio::select! {
             biased;
             next = states.changed() => state = next,
-            sent = heartbeat.answered() => {
-                if declared_at.is_none_or(|declared| sent > declared) {
-                    answered_sent_at = Some(answered_sent_at.map_or(sent, |old| old.max(sent)));
-                }
-            }
+            // One request at a time: each answered one was sent after the one before.
+            sent = heartbeat.answered() => answered_sent_at = Some(sent),
             () = sleep_until(deadline) => {
-                // The server cannot expire the session before then: closing it earlier would
-                // hand its locks to the next holder sooner than a plain expiry would.
-                let earliest_expiry = answered_sent_at.map_or_else(Instant::now, |sent| sent + timeout);
-                // Declared once per silence: a session we cannot retire is lost again only
-                // after it answered in between.
-                answered_sent_at = None;
-                declared_at = Some(Instant::now());
                 health.send_modify(|h| lose(h, LostReason::ConnectionLost, reopen.is_some()));
                 if let Some(reopen) = reopen {
+                    // Closed no earlier than the server could expire it: closing it sooner would
+                    // hand its locks to the next holder sooner than a plain expiry would.
+                    let earliest_expiry = deadline.map_or_else(Instant::now, |at| at - lose_after + timeout);
                     stop_reconnecting(&zk);
                     end_on_server(&zk, &ledger, reopen, earliest_expiry);
                     return;
                 }
+                // Declared once per silence: a session we cannot retire is lost again only after
+                // it answered a request sent after this loss.
+                answered_sent_at = None;
+                heartbeat.send_again();
             }
         }
     }
@@ -119,10 +115,6 @@ fn stop_reconnecting(zk: &ZkClient) {
 /// `not_before`.
 fn end_on_server(zk: &ZkClient, ledger: &Arc<Mutex<Ledger>>, reopen: Reopen, not_before: Instant) {
     background::spawn(retire(zk.session().clone(), zk.session_timeout(), reopen, ledger.clone(), not_before));
-}
-
-fn lock(ledger: &Mutex<Ledger>) -> std::sync::MutexGuard<'_, Ledger> {
-    ledger.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn terminal_reason(state: SessionState) -> Option<LostReason> {
@@ -158,6 +150,12 @@ impl Heartbeat {
         Self { zk, period, next_send: Instant::now() + period, in_flight: None }
     }
 
+    /// Forgets the request in flight and sends a new one at once.
+    fn send_again(&mut self) {
+        self.in_flight = None;
+        self.next_send = Instant::now();
+    }
+
     /// Resolves with the send time of the next request the server answers. Cancel safe: the
     /// request in flight stays in `self`.
     async fn answered(&mut self) -> Instant {
@@ -173,8 +171,7 @@ impl Heartbeat {
                 self.next_send = sent + self.period;
             }
             let Some((sent, reply)) = self.in_flight.as_mut() else { continue };
-            let result = reply.await;
-            let sent = *sent;
+            let (sent, result) = (*sent, reply.await);
             self.in_flight = None;
             match result {
                 Ok(()) => return sent,

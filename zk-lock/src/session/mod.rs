@@ -8,6 +8,7 @@ mod ledger;
 mod liveness;
 mod retire;
 
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
@@ -68,18 +69,27 @@ impl Session {
         reason.unwrap_or(LostReason::SessionClosed)
     }
 
-    /// Resolves once the session must not be used any more: waiters on it queue again.
-    pub(crate) async fn terminated(&self) {
+    /// `work`'s output, or `None` once the session must not be used any more (it ended, or it
+    /// is being retired): waiters on it queue again, and removals waiting for a reconnect leave
+    /// the nodes to their claims and the retirement instead of holding the caller up.
+    pub(crate) async fn unless_terminated<T>(&self, work: impl Future<Output = T>) -> Option<T> {
         let mut health = self.health.clone();
-        if health.wait_for(|h| h.terminated).await.is_err() {
-            // The monitor is gone only with the session itself.
-            std::future::pending::<()>().await;
+        let terminated = async move {
+            if health.wait_for(|h| h.terminated).await.is_err() {
+                // The monitor is gone only with the session itself.
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            biased;
+            () = terminated => None,
+            output = work => Some(output),
         }
     }
 
     /// The nodes the library is responsible for on this session.
     pub(crate) fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
-        self.ledger.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        ledger::lock(&self.ledger)
     }
 }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use zookeeper_client::{Client as ZkClient, Error as ZkError, SessionInfo, SessionState};
 
-use super::ledger::Ledger;
+use super::ledger::{self, Ledger};
 
 /// Connects again to an existing session (same connect string, credentials and TLS as the
 /// client that opened it). Resolves with `SessionExpired` if the server says it ended.
@@ -62,5 +62,5 @@ pub(super) async fn retire(
         // Short enough that a healed partition frees the locks within about half a timeout.
         pause = (pause * 2).min(timeout / 4);
     }
-    ledger.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).end();
+    ledger::lock(&ledger).end();
 }
