@@ -38,7 +38,7 @@ async fn batch() -> zk_lock::Result<()> {
 #[test]
 fn every_annotated_template_is_listed_with_its_recipe_and_place() {
     let ours: Vec<_> = declared().into_iter().filter(|d| d.file.ends_with("declared.rs")).collect();
-    let listed: Vec<(&str, &str)> = ours.iter().map(|d| (d.template, d.kind)).collect();
+    let listed: Vec<(&str, &str)> = ours.iter().map(|d| (d.template, d.recipe.as_str())).collect();
     assert_eq!(
         listed,
         [
@@ -56,7 +56,7 @@ fn every_annotated_template_is_listed_with_its_recipe_and_place() {
 fn conflicting_templates_are_reported() {
     let conflicts = check_declared().expect_err("this file declares conflicting templates");
     assert_eq!(conflicts.len(), 3, "{conflicts:#?}");
-    let mismatches = conflicts.iter().filter(|c| matches!(c, Conflict::KindMismatch(..))).count();
+    let mismatches = conflicts.iter().filter(|c| matches!(c, Conflict::RecipeMismatch(..))).count();
     assert_eq!(mismatches, 2, "the mutex clashes with both sides of the read/write lock");
     let nested: Vec<_> = conflicts
         .iter()

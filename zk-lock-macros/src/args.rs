@@ -15,7 +15,7 @@ use crate::template::{self, Template};
 
 /// Which attribute is expanded: one per recipe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub(crate) enum Attribute {
     Mutex,
     Read,
     Write,
@@ -23,7 +23,7 @@ pub(crate) enum Kind {
     Multi,
 }
 
-impl Kind {
+impl Attribute {
     /// The attribute's name, as written by users.
     pub fn name(self) -> &'static str {
         match self {
@@ -83,7 +83,7 @@ pub(crate) struct PathArg {
 
 /// The typed arguments of one attribute.
 pub(crate) struct Args {
-    pub kind: Kind,
+    pub attribute: Attribute,
     /// One template, or several for `#[zk_multi_lock]`.
     pub paths: Vec<PathArg>,
     pub timeout: Option<Duration>,
@@ -95,9 +95,9 @@ pub(crate) struct Args {
 }
 
 impl Args {
-    fn empty(kind: Kind) -> Self {
+    fn empty(attribute: Attribute) -> Self {
         Self {
-            kind,
+            attribute,
             paths: Vec::new(),
             timeout: None,
             client: None,
@@ -129,12 +129,12 @@ impl Errors {
     }
 }
 
-/// Parses the arguments of `kind`'s attribute. Problems with values are collected, so every
+/// Parses the arguments of `attribute`'s attribute. Problems with values are collected, so every
 /// argument is checked; a syntax error stops the parse. The arguments that were understood are
 /// returned along with the errors, so the function can still be checked against them.
-pub(crate) fn parse(kind: Kind, tokens: TokenStream) -> (Args, Errors) {
+pub(crate) fn parse(attribute: Attribute, tokens: TokenStream) -> (Args, Errors) {
     let mut errors = Errors::default();
-    let mut args = Args::empty(kind);
+    let mut args = Args::empty(attribute);
     let parsed = (|input: ParseStream| parse_pairs(&mut args, input, &mut errors)).parse2(tokens);
     if let Err(syntax) = parsed {
         errors.push(syntax);
@@ -143,7 +143,7 @@ pub(crate) fn parse(kind: Kind, tokens: TokenStream) -> (Args, Errors) {
 }
 
 fn parse_pairs(args: &mut Args, input: ParseStream, errors: &mut Errors) -> syn::Result<()> {
-    let kind = args.kind;
+    let attribute = args.attribute;
     // A misspelt path argument is reported once, as unknown, not also as missing.
     let mut unknown = false;
     let mut seen: Vec<String> = Vec::new();
@@ -154,8 +154,8 @@ fn parse_pairs(args: &mut Args, input: ParseStream, errors: &mut Errors) -> syn:
                 literal.span(),
                 format!(
                     "arguments of {} are `name = value` pairs; write `{} = {:?}`",
-                    kind.shown(),
-                    kind.path_key(),
+                    attribute.shown(),
+                    attribute.path_key(),
                     literal.value()
                 ),
             ));
@@ -169,7 +169,7 @@ fn parse_pairs(args: &mut Args, input: ParseStream, errors: &mut Errors) -> syn:
                 "guard" => "guard = g".to_owned(),
                 "on_lost" => "on_lost = \"ignore\"".to_owned(),
                 "permits" => "permits = 4".to_owned(),
-                _ => kind.example().to_owned(),
+                _ => attribute.example().to_owned(),
             };
             return Err(syn::Error::new(key.span(), format!("expected `=` after `{name}`, like `{example}`")));
         }
@@ -179,18 +179,18 @@ fn parse_pairs(args: &mut Args, input: ParseStream, errors: &mut Errors) -> syn:
             input.parse::<Token![,]>()?;
         }
 
-        if !kind.keys().contains(&name.as_str()) {
-            let expected = kind.keys().iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
-            let hint = closest(&name, kind.keys()).map(|k| format!(" (did you mean `{k}`?)")).unwrap_or_default();
+        if !attribute.keys().contains(&name.as_str()) {
+            let expected = attribute.keys().iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+            let hint = closest(&name, attribute.keys()).map(|k| format!(" (did you mean `{k}`?)")).unwrap_or_default();
             errors.at(
                 key.span(),
-                format!("unknown argument `{name}` in {}{hint}; expected one of {expected}", kind.shown()),
+                format!("unknown argument `{name}` in {}{hint}; expected one of {expected}", attribute.shown()),
             );
             unknown = true;
             continue;
         }
         if seen.contains(&name) {
-            errors.at(key.span(), format!("duplicate argument `{name}` in {}; give each argument once", kind.shown()));
+            errors.at(key.span(), format!("duplicate argument `{name}` in {}; give each argument once", attribute.shown()));
             continue;
         }
         seen.push(name.clone());
@@ -198,16 +198,16 @@ fn parse_pairs(args: &mut Args, input: ParseStream, errors: &mut Errors) -> syn:
             errors.push(error);
         }
     }
-    if !unknown && !seen.iter().any(|key| key == kind.path_key()) {
-        let what = if kind == Kind::Multi { "the lock paths" } else { "the lock path" };
+    if !unknown && !seen.iter().any(|key| key == attribute.path_key()) {
+        let what = if attribute == Attribute::Multi { "the lock paths" } else { "the lock path" };
         errors.at(
             Span::call_site(),
             format!(
                 "missing `{}` in {}; give {what}, like `#[{}({})]`",
-                kind.path_key(),
-                kind.shown(),
-                kind.name(),
-                kind.example()
+                attribute.path_key(),
+                attribute.shown(),
+                attribute.name(),
+                attribute.example()
             ),
         );
     }
@@ -300,7 +300,7 @@ fn set(args: &mut Args, name: &str, value: &Expr) -> syn::Result<()> {
             }
             args.permits = Some(permits);
         }
-        _ => unreachable!("`{name}` is listed in `Kind::keys`"),
+        _ => unreachable!("`{name}` is listed in `Attribute::keys`"),
     }
     Ok(())
 }

@@ -9,18 +9,18 @@ use quote::{quote, quote_spanned, ToTokens};
 use syn::visit_mut::VisitMut;
 use syn::{AttrStyle, Ident, ItemFn, ReturnType, TraitItemFn, Type};
 
-use crate::args::{self, Args, Kind, OnLost, PathArg};
+use crate::args::{self, Args, Attribute, OnLost, PathArg};
 use crate::template::{Member, Name, Piece};
 use crate::validate;
 
-/// Expands `#[<kind>(<args>)]` on `item`. On any error the item is emitted unchanged, followed
+/// Expands `#[<attribute>(<args>)]` on `item`. On any error the item is emitted unchanged, followed
 /// by the errors, so the caller sees them and nothing else.
-pub(crate) fn attribute(kind: Kind, args: TokenStream, item: TokenStream) -> TokenStream {
+pub(crate) fn attribute(attribute: Attribute, args: TokenStream, item: TokenStream) -> TokenStream {
     let function = match syn::parse2::<ItemFn>(item.clone()) {
         Ok(function) => function,
-        Err(_) => return with_error(item.clone(), not_a_function(kind, item)),
+        Err(_) => return with_error(item.clone(), not_a_function(attribute, item)),
     };
-    let (args, errors) = args::parse(kind, args);
+    let (args, errors) = args::parse(attribute, args);
     match validate::check(&args, &function, errors) {
         Ok(()) => expand(&args, function),
         Err(errors) => with_error(item, errors),
@@ -32,14 +32,14 @@ fn with_error(mut item: TokenStream, error: syn::Error) -> TokenStream {
     item
 }
 
-fn not_a_function(kind: Kind, item: TokenStream) -> syn::Error {
+fn not_a_function(attribute: Attribute, item: TokenStream) -> syn::Error {
     if let Ok(declaration) = syn::parse2::<TraitItemFn>(item) {
         if declaration.default.is_none() {
             return syn::Error::new(
                 declaration.sig.fn_token.span,
                 format!(
                     "{} needs a function body; put it on the `async fn` in each `impl` of the trait, not on the trait's declaration",
-                    kind.shown()
+                    attribute.shown()
                 ),
             );
         }
@@ -48,8 +48,8 @@ fn not_a_function(kind: Kind, item: TokenStream) -> syn::Error {
         Span::call_site(),
         format!(
             "{} goes on an `async fn`, like `#[{}(path = \"/locks/orders\")] async fn work() -> Result<(), Error>`",
-            kind.shown(),
-            kind.name()
+            attribute.shown(),
+            attribute.name()
         ),
     )
 }
@@ -68,8 +68,8 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> TokenStream {
     let ret = local("__zk_lock_ret");
     let error = local("__zk_lock_error");
 
-    let render = match args.kind {
-        Kind::Multi => {
+    let render = match args.attribute {
+        Attribute::Multi => {
             let each = args.paths.iter().map(render_template);
             quote!(::zk_lock::__private::paths([#(#each),*]))
         }
@@ -85,19 +85,19 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> TokenStream {
             (Literal::u64_unsuffixed(timeout.as_secs()), Literal::u32_unsuffixed(timeout.subsec_nanos()));
         lock.extend(quote!(.timeout(#secs, #nanos)));
     }
-    let acquire = match args.kind {
-        Kind::Mutex => quote!(mutex(#path)),
-        Kind::Read => quote!(read(#path)),
-        Kind::Write => quote!(write(#path)),
+    let acquire = match args.attribute {
+        Attribute::Mutex => quote!(mutex(#path)),
+        Attribute::Read => quote!(read(#path)),
+        Attribute::Write => quote!(write(#path)),
         // One permit is a semaphore mutex: a nested call fails at once instead of waiting for itself.
-        Kind::Semaphore => match args.permits {
+        Attribute::Semaphore => match args.permits {
             None | Some(1) => quote!(semaphore_mutex(#path)),
             Some(permits) => {
                 let permits = Literal::u32_unsuffixed(permits);
                 quote!(semaphore(#path, #permits))
             }
         },
-        Kind::Multi => quote!(multi(#path)),
+        Attribute::Multi => quote!(multi(#path)),
     };
 
     let bind_guard = args.guard.as_ref().map(|name| quote!(let #name = &#guard;));
@@ -153,18 +153,18 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> TokenStream {
 /// Registers the templates at link time for `zk_lock::declared()`. Items inside the body work for
 /// free functions and methods alike.
 fn declarations(args: &Args) -> TokenStream {
-    let kind = match args.kind {
-        Kind::Mutex | Kind::Multi => "mutex",
-        Kind::Read => "read",
-        Kind::Write => "write",
-        Kind::Semaphore if matches!(args.permits, None | Some(1)) => "semaphore-mutex",
-        Kind::Semaphore => "semaphore",
+    let recipe = match args.attribute {
+        Attribute::Mutex | Attribute::Multi => quote!(Mutex),
+        Attribute::Read => quote!(Read),
+        Attribute::Write => quote!(Write),
+        Attribute::Semaphore if matches!(args.permits, None | Some(1)) => quote!(SemaphoreMutex),
+        Attribute::Semaphore => quote!(Semaphore),
     };
     let each = args.paths.iter().map(|path| {
         let template = &path.literal;
         quote! {
             ::zk_lock::__private::inventory::submit! {
-                ::zk_lock::__private::Declaration::new(#template, #kind, ::core::file!(), ::core::line!())
+                ::zk_lock::__private::Declaration::new(#template, ::zk_lock::Recipe::#recipe, ::core::file!(), ::core::line!())
             }
         }
     });
@@ -229,14 +229,14 @@ fn erase_impl_trait(ty: &Type) -> Type {
 mod tests {
     use super::*;
 
-    fn expand_str(kind: Kind, args: &str, item: &str) -> String {
-        attribute(kind, args.parse().unwrap(), item.parse().unwrap()).to_string()
+    fn expand_str(which: Attribute, args: &str, item: &str) -> String {
+        attribute(which, args.parse().unwrap(), item.parse().unwrap()).to_string()
     }
 
     #[test]
     fn moves_the_body_into_an_anchored_async_block() {
         let out = expand_str(
-            Kind::Mutex,
+            Attribute::Mutex,
             r#"path = "/product_<id>", timeout = "5s", guard = g"#,
             "async fn reduce_stock(db: &Db, id: u64) -> Result<(), AppError> { db.reduce(id, g.fencing_token()).await }",
         );
@@ -258,13 +258,13 @@ mod tests {
     #[test]
     fn keeps_inner_attributes_first_and_erases_impl_trait_in_the_anchor() {
         let out = expand_str(
-            Kind::Read,
+            Attribute::Read,
             r#"path = "/a", client = "c", on_lost = "ignore""#,
             "async fn f() -> Result<impl Display, E> { #![allow(unused)] Ok(1) }",
         );
         assert!(out.contains("-> Result < impl Display , E > { # ! [allow (unused)] :: zk_lock"), "{out}");
         assert!(
-            out.contains(":: Declaration :: new (\"/a\" , \"read\" , :: core :: file ! () , :: core :: line ! ())"),
+            out.contains(":: Declaration :: new (\"/a\" , :: zk_lock :: Recipe :: Read , :: core :: file ! () , :: core :: line ! ())"),
             "{out}"
         );
         assert!(out.contains("None :: < Result < _ , E > >"), "{out}");
@@ -275,7 +275,7 @@ mod tests {
     #[test]
     fn renders_fields_tuple_indices_and_several_paths() {
         let out = expand_str(
-            Kind::Multi,
+            Attribute::Multi,
             r#"paths = ["/a/<self.shard>", "/b/<pair.0>"]"#,
             "async fn f(&self, pair: (u8, u8)) -> Result<(), E> { Ok(()) }",
         );
@@ -284,10 +284,10 @@ mod tests {
         assert!(out.contains(". value (\"pair.0\" , & pair . 0)"), "{out}");
         assert!(out.contains(". multi (__zk_lock_path)"), "{out}");
         let out =
-            expand_str(Kind::Semaphore, r#"path = "/w", permits = 4"#, "async fn f() -> Result<(), E> { Ok(()) }");
+            expand_str(Attribute::Semaphore, r#"path = "/w", permits = 4"#, "async fn f() -> Result<(), E> { Ok(()) }");
         assert!(out.contains(". semaphore (__zk_lock_path , 4)"), "{out}");
         for args in [r#"path = "/w""#, r#"path = "/w", permits = 1"#] {
-            let out = expand_str(Kind::Semaphore, args, "async fn f() -> Result<(), E> { Ok(()) }");
+            let out = expand_str(Attribute::Semaphore, args, "async fn f() -> Result<(), E> { Ok(()) }");
             assert!(out.contains(". semaphore_mutex (__zk_lock_path)"), "{out}");
         }
     }
@@ -295,13 +295,13 @@ mod tests {
     #[test]
     fn on_error_emits_the_function_unchanged_then_the_errors() {
         let item = "fn f(id: u64) -> u64 { id }";
-        let out = expand_str(Kind::Mutex, r#"path = "/a/<idd>", timout = "5s""#, item);
+        let out = expand_str(Attribute::Mutex, r#"path = "/a/<idd>", timout = "5s""#, item);
         assert!(out.starts_with(&item.parse::<TokenStream>().unwrap().to_string()), "{out}");
         assert_eq!(out.matches("compile_error").count(), 3, "{out}");
         for message in ["unknown argument `timout`", "needs an `async fn`", "unknown placeholder `<idd>`"] {
             assert!(out.contains(message), "missing `{message}` in {out}");
         }
-        let out = expand_str(Kind::Mutex, r#"path = "/a""#, "async fn f() -> u64 { 1 }");
+        let out = expand_str(Attribute::Mutex, r#"path = "/a""#, "async fn f() -> u64 { 1 }");
         assert!(out.contains("to return `Result<_, E>`"), "{out}");
     }
 
@@ -324,7 +324,7 @@ mod tests {
             .collect();
         let shown: TokenStream = shown.join("\n").parse().expect("the shown expansion is Rust");
         let real = attribute(
-            Kind::Mutex,
+            Attribute::Mutex,
             r#"path = "/product_<id>", timeout = "5s", guard = g"#.parse().unwrap(),
             "async fn reduce_stock(db: &Db, id: u64) -> Result<(), AppError> { db.reduce(id, g.fencing_token()).await }"
                 .parse()
@@ -355,7 +355,7 @@ mod tests {
     #[test]
     fn print_expansion() {
         let out = attribute(
-            Kind::Mutex,
+            Attribute::Mutex,
             r#"path = "/product_<id>", timeout = "5s", guard = g"#.parse().unwrap(),
             "async fn reduce_stock(db: &Db, id: u64) -> Result<(), AppError> { db.reduce(id, g.fencing_token()).await }"
                 .parse()

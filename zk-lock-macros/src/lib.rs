@@ -20,7 +20,7 @@ mod validate;
 
 use proc_macro::TokenStream;
 
-use crate::args::Kind;
+use crate::args::Attribute;
 
 /// Runs an `async fn` while holding a distributed mutex (`zk_lock::Mutex`, Curator's
 /// `InterProcessMutex`).
@@ -61,7 +61,7 @@ use crate::args::Kind;
 /// same rendered path (and client) in the same task holds the lock once, without deadlock.
 #[proc_macro_attribute]
 pub fn zk_lock(args: TokenStream, item: TokenStream) -> TokenStream {
-    expand::attribute(Kind::Mutex, args.into(), item.into()).into()
+    expand::attribute(Attribute::Mutex, args.into(), item.into()).into()
 }
 
 /// Runs an `async fn` while holding the read side of a distributed read/write lock
@@ -76,7 +76,7 @@ pub fn zk_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 /// ```
 #[proc_macro_attribute]
 pub fn zk_read_lock(args: TokenStream, item: TokenStream) -> TokenStream {
-    expand::attribute(Kind::Read, args.into(), item.into()).into()
+    expand::attribute(Attribute::Read, args.into(), item.into()).into()
 }
 
 /// Runs an `async fn` while holding the write side of a distributed read/write lock
@@ -90,7 +90,7 @@ pub fn zk_read_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 /// ```
 #[proc_macro_attribute]
 pub fn zk_write_lock(args: TokenStream, item: TokenStream) -> TokenStream {
-    expand::attribute(Kind::Write, args.into(), item.into()).into()
+    expand::attribute(Attribute::Write, args.into(), item.into()).into()
 }
 
 /// Runs an `async fn` while holding one of `permits` leases of a distributed semaphore
@@ -111,7 +111,7 @@ pub fn zk_write_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 /// ```
 #[proc_macro_attribute]
 pub fn zk_semaphore(args: TokenStream, item: TokenStream) -> TokenStream {
-    expand::attribute(Kind::Semaphore, args.into(), item.into()).into()
+    expand::attribute(Attribute::Semaphore, args.into(), item.into()).into()
 }
 
 /// Runs an `async fn` while holding several distributed mutexes at once (`zk_lock::MultiLock`,
@@ -128,5 +128,5 @@ pub fn zk_semaphore(args: TokenStream, item: TokenStream) -> TokenStream {
 /// ```
 #[proc_macro_attribute]
 pub fn zk_multi_lock(args: TokenStream, item: TokenStream) -> TokenStream {
-    expand::attribute(Kind::Multi, args.into(), item.into()).into()
+    expand::attribute(Attribute::Multi, args.into(), item.into()).into()
 }

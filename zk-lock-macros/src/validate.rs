@@ -6,12 +6,12 @@ use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments, ReturnType, Signature, Type, TypeParamBound};
 
-use crate::args::{Args, Errors, Kind};
+use crate::args::{Args, Errors, Attribute};
 
 /// Checks `item` for `args`, reporting every problem at its token; `errors` holds those
 /// found in the arguments already.
 pub(crate) fn check(args: &Args, item: &ItemFn, mut errors: Errors) -> syn::Result<()> {
-    check_signature(args.kind, &item.sig, &mut errors);
+    check_signature(args.attribute, &item.sig, &mut errors);
     let bindings = bindings(&item.sig);
     for path in &args.paths {
         for placeholder in path.template.placeholders() {
@@ -25,8 +25,8 @@ pub(crate) fn check(args: &Args, item: &ItemFn, mut errors: Errors) -> syn::Resu
     errors.into_result()
 }
 
-fn check_signature(kind: Kind, sig: &Signature, errors: &mut Errors) {
-    let attr = kind.shown();
+fn check_signature(attribute: Attribute, sig: &Signature, errors: &mut Errors) {
+    let attr = attribute.shown();
     if sig.constness.is_some() {
         errors.at(
             sig.fn_token.span,

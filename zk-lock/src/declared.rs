@@ -3,13 +3,15 @@
 
 use std::fmt;
 
+use crate::layout::Recipe;
+
 /// One lock template used by an annotated function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Declaration {
     /// The path template, as written: `/product_<id>`.
     pub template: &'static str,
-    /// The recipe: `mutex`, `read`, `write`, `semaphore` or `semaphore-mutex`.
-    pub kind: &'static str,
+    /// The recipe.
+    pub recipe: Recipe,
     /// The source file of the attribute.
     pub file: &'static str,
     /// The line of the attribute.
@@ -18,22 +20,14 @@ pub struct Declaration {
 
 impl Declaration {
     #[doc(hidden)]
-    pub const fn new(template: &'static str, kind: &'static str, file: &'static str, line: u32) -> Self {
-        Self { template, kind, file, line }
-    }
-
-    /// The recipe family: read and write sides of one read/write lock belong together.
-    fn family(&self) -> &'static str {
-        match self.kind {
-            "read" | "write" => "read/write lock",
-            other => other,
-        }
+    pub const fn new(template: &'static str, recipe: Recipe, file: &'static str, line: u32) -> Self {
+        Self { template, recipe, file, line }
     }
 }
 
 impl fmt::Display for Declaration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} `{}` at {}:{}", self.kind, self.template, self.file, self.line)
+        write!(f, "{} `{}` at {}:{}", self.recipe, self.template, self.file, self.line)
     }
 }
 
@@ -52,7 +46,7 @@ pub fn declared() -> Vec<Declaration> {
 #[non_exhaustive]
 pub enum Conflict {
     /// The same template is used by two different recipes, whose nodes would mix in one queue.
-    KindMismatch(Declaration, Declaration),
+    RecipeMismatch(Declaration, Declaration),
     /// One template lies under another: the outer lock's queue would contain the inner lock's
     /// parent node (Curator Tech Note 7).
     Nested {
@@ -66,12 +60,12 @@ pub enum Conflict {
 impl fmt::Display for Conflict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::KindMismatch(a, b) => write!(
+            Self::RecipeMismatch(a, b) => write!(
                 f,
                 "`{}` is used as a {} and as a {} ({a}; {b}); use one recipe per path",
                 a.template,
-                a.family(),
-                b.family()
+                a.recipe.family(),
+                b.recipe.family()
             ),
             Self::Nested { outer, inner } => write!(
                 f,
@@ -102,8 +96,8 @@ fn conflicts(all: &[Declaration]) -> Vec<Conflict> {
     for (i, a) in all.iter().enumerate() {
         for b in &all[i + 1..] {
             if a.template == b.template {
-                if a.family() != b.family() {
-                    found.push(Conflict::KindMismatch(*a, *b));
+                if a.recipe.family() != b.recipe.family() {
+                    found.push(Conflict::RecipeMismatch(*a, *b));
                 }
             } else if may_contain(a.template, b.template) {
                 found.push(Conflict::Nested { outer: *a, inner: *b });
@@ -128,29 +122,29 @@ fn may_contain(outer: &str, inner: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn at(template: &'static str, kind: &'static str) -> Declaration {
-        Declaration::new(template, kind, "src/lib.rs", 1)
+    fn at(template: &'static str, recipe: Recipe) -> Declaration {
+        Declaration::new(template, recipe, "src/lib.rs", 1)
     }
 
     #[test]
     fn the_same_template_needs_the_same_recipe() {
-        let ok = [at("/a", "read"), at("/a", "write")];
+        let ok = [at("/a", Recipe::Read), at("/a", Recipe::Write)];
         assert!(conflicts(&ok).is_empty(), "both sides of one read/write lock");
-        let bad = [at("/a", "mutex"), at("/a", "write")];
-        assert!(matches!(&conflicts(&bad)[..], [Conflict::KindMismatch(..)]));
+        let bad = [at("/a", Recipe::Mutex), at("/a", Recipe::Write)];
+        assert!(matches!(&conflicts(&bad)[..], [Conflict::RecipeMismatch(..)]));
         assert!(conflicts(&bad)[0].to_string().contains("use one recipe per path"));
     }
 
     #[test]
     fn nested_templates_are_reported_with_placeholders_as_wildcards() {
-        assert!(conflicts(&[at("/orders", "mutex"), at("/orders/<id>", "mutex")]).len() == 1);
-        assert!(conflicts(&[at("/orders/<id>", "mutex"), at("/orders/42/items", "mutex")]).len() == 1);
-        assert!(conflicts(&[at("/orders/<id>", "mutex"), at("/accounts/<id>", "mutex")]).is_empty());
+        assert!(conflicts(&[at("/orders", Recipe::Mutex), at("/orders/<id>", Recipe::Mutex)]).len() == 1);
+        assert!(conflicts(&[at("/orders/<id>", Recipe::Mutex), at("/orders/42/items", Recipe::Mutex)]).len() == 1);
+        assert!(conflicts(&[at("/orders/<id>", Recipe::Mutex), at("/accounts/<id>", Recipe::Mutex)]).is_empty());
         assert!(
-            conflicts(&[at("/orders_<id>", "mutex"), at("/orders", "mutex")]).is_empty(),
+            conflicts(&[at("/orders_<id>", Recipe::Mutex), at("/orders", Recipe::Mutex)]).is_empty(),
             "a prefix of a name is not a parent"
         );
-        match &conflicts(&[at("/a/<x>/b", "mutex"), at("/a", "semaphore")])[..] {
+        match &conflicts(&[at("/a/<x>/b", Recipe::Mutex), at("/a", Recipe::Semaphore)])[..] {
             [Conflict::Nested { outer, inner }] => assert_eq!((outer.template, inner.template), ("/a", "/a/<x>/b")),
             other => panic!("{other:?}"),
         }

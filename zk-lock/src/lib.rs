@@ -46,7 +46,7 @@
 //! # impl From<zk_lock::Error> for AppError { fn from(_: zk_lock::Error) -> Self { AppError } }
 //! async fn reduce_stock(db: &Db, id: u64) -> Result<(), AppError> {
 //!     ::zk_lock::__private::inventory::submit! {
-//!         ::zk_lock::__private::Declaration::new("/product_<id>", "mutex", ::core::file!(), ::core::line!())
+//!         ::zk_lock::__private::Declaration::new("/product_<id>", ::zk_lock::Recipe::Mutex, ::core::file!(), ::core::line!())
 //!     }
 //!     let __zk_lock_path =
 //!         ::zk_lock::__private::Template::new().lit("/product_").value("id", &id).finish();
@@ -133,30 +133,34 @@
 //! multi-lock has one `zk_lock.acquire` span per member; a semaphore's `acquire_many` records the
 //! node and token of its last lease on the span.
 
+// The layers, bottom up: each module uses only those above it in this list (docs/architecture.md,
+// checked by scripts/module-graph).
+//
+// Foundations: no I/O of their own, used by every layer.
 mod background;
-mod client;
-mod declared;
-mod engine;
 mod error;
-mod guard;
-mod hold;
 mod holder;
-mod multi_lock;
-mod mutex;
-mod node_watch;
-mod participants;
+mod layout;
 mod path;
-mod registry;
-mod revoke;
-mod rwlock;
-mod semaphore;
-mod semaphore_mutex;
+mod trace;
+// One ZooKeeper session: its health, its ledger of nodes, its retirement.
 mod session;
-mod shared_count;
-mod target;
+// ZooKeeper operations across broken connections.
+mod zk;
+// One attempt at a lock or at leases, on one session.
+mod engine;
+// Granted nodes, their loss watch, the hold table, the guard types.
+mod holds;
+// `Client`: the current session, renewal, settings.
+mod client;
+// The process-wide clients: default and named.
+mod registry;
+// The recipes and the loop that retries them across sessions.
+mod recipes;
+// What the attributes need: link-time declarations and the support module.
+mod declared;
 #[cfg(feature = "testing")]
 pub mod testing;
-mod trace;
 
 /// Support for the code the attributes generate. Not public API: no semver promises.
 #[doc(hidden)]
@@ -167,16 +171,17 @@ pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION
 pub use declared::{check_declared, declared, Conflict, Declaration};
 pub use error::{Error, LostReason, Result};
 pub use holder::HolderDescription;
-pub use multi_lock::*;
-pub use mutex::{Mutex, MutexGuard};
-pub use participants::*;
+pub use layout::{ParticipantKind, Recipe};
+pub use recipes::multi_lock::*;
+pub use recipes::mutex::{Mutex, MutexGuard};
+pub use recipes::participants::*;
 pub use path::{validate_lock_path, validate_rendered_value, MAX_PATH_LEN};
 pub use registry::{connect, default_client, named_client, CONNECT_ENV, DEFAULT_CONNECT_STRING};
-pub use revoke::*;
-pub use rwlock::*;
-pub use semaphore::*;
-pub use semaphore_mutex::*;
-pub use shared_count::*;
+pub use recipes::revoke::*;
+pub use recipes::rwlock::*;
+pub use recipes::semaphore::*;
+pub use recipes::semaphore_mutex::*;
+pub use recipes::shared_count::*;
 pub use zk_lock_macros::{zk_lock, zk_multi_lock, zk_read_lock, zk_semaphore, zk_write_lock};
 /// zookeeper-client's TLS options, for [`ClientBuilder::tls_options`].
 #[cfg(feature = "tls")]

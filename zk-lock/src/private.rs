@@ -17,14 +17,17 @@ use std::time::Duration;
 pub use inventory;
 
 pub use crate::declared::Declaration;
+use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::multi_lock::{MultiGuard, MultiLock};
-use crate::mutex::{Mutex, MutexGuard};
 use crate::path::validate_rendered_value;
+use crate::recipes::multi_lock::{MultiGuard, MultiLock, MultiMember};
+use crate::recipes::mutex::{Mutex, MutexGuard};
+use crate::recipes::patience::Patience;
+use crate::recipes::rwlock::{ReadGuard, RwLock, WriteGuard};
+use crate::recipes::semaphore::{Semaphore, SemaphorePermit};
+use crate::recipes::semaphore_mutex::{SemaphoreMutex, SemaphoreMutexGuard};
+use crate::recipes::target::LockTarget;
 use crate::registry::named_client;
-use crate::rwlock::{ReadGuard, RwLock, WriteGuard};
-use crate::semaphore::{Semaphore, SemaphorePermit};
-use crate::semaphore_mutex::{SemaphoreMutex, SemaphoreMutexGuard};
 
 /// A value rendered into a lock path template: anything with [`Display`].
 #[diagnostic::on_unimplemented(
@@ -112,18 +115,20 @@ pub fn paths<const N: usize>(paths: [Result<String>; N]) -> Result<Vec<String>> 
     paths.into_iter().collect()
 }
 
-/// How an annotated function takes its lock: which client, how patiently.
+/// How an annotated function takes its lock: which client, how patiently. Every attribute
+/// goes the same way: the rendered path and the named (or default) client make the recipe's
+/// target, and the recipe acquires it with the attribute's patience.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Lock {
     client: Option<&'static str>,
-    timeout: Option<Duration>,
+    patience: Patience,
 }
 
 impl Lock {
     /// The default client and timeout.
     #[must_use]
     pub const fn new() -> Self {
-        Self { client: None, timeout: None }
+        Self { client: None, patience: Patience::Default }
     }
 
     /// `client = "name"`.
@@ -136,14 +141,19 @@ impl Lock {
     /// `timeout = ".."`, as whole seconds and nanoseconds.
     #[must_use]
     pub const fn timeout(mut self, secs: u64, nanos: u32) -> Self {
-        self.timeout = Some(Duration::new(secs, nanos));
+        self.patience = Patience::Timeout(Duration::new(secs, nanos));
         self
     }
 
-    fn client_and<T>(self, path: Result<T>) -> Result<(Option<crate::Client>, T)> {
+    /// The client the attribute names, if it names one. The path's error comes first.
+    fn client_for<T>(self, path: Result<T>) -> Result<(Option<Client>, T)> {
         let path = path?;
-        let client = self.client.map(named_client).transpose()?;
-        Ok((client, path))
+        Ok((self.client.map(named_client).transpose()?, path))
+    }
+
+    fn target(self, path: Result<String>) -> Result<LockTarget> {
+        let (client, path) = self.client_for(path)?;
+        Ok(LockTarget::new(client.as_ref(), path))
     }
 
     /// `#[zk_lock]`.
@@ -152,23 +162,7 @@ impl Lock {
     ///
     /// The rendering error, or as [`Mutex::lock`].
     pub async fn mutex(self, path: Result<String>) -> Result<MutexGuard> {
-        let (client, path) = self.client_and(path)?;
-        let mutex = match &client {
-            Some(client) => Mutex::with_client(client, path),
-            None => Mutex::new(path),
-        };
-        match self.timeout {
-            Some(timeout) => mutex.lock_timeout(timeout).await,
-            None => mutex.lock().await,
-        }
-    }
-
-    fn rwlock(self, path: Result<String>) -> Result<RwLock> {
-        let (client, path) = self.client_and(path)?;
-        Ok(match &client {
-            Some(client) => RwLock::with_client(client, path),
-            None => RwLock::new(path),
-        })
+        Mutex::on(self.target(path)?).acquire(self.patience).await
     }
 
     /// `#[zk_read_lock]`.
@@ -177,11 +171,7 @@ impl Lock {
     ///
     /// The rendering error, or as [`RwLock::read`].
     pub async fn read(self, path: Result<String>) -> Result<ReadGuard> {
-        let lock = self.rwlock(path)?;
-        match self.timeout {
-            Some(timeout) => lock.read_timeout(timeout).await,
-            None => lock.read().await,
-        }
+        RwLock::on(self.target(path)?).acquire_read(self.patience).await
     }
 
     /// `#[zk_write_lock]`.
@@ -190,11 +180,7 @@ impl Lock {
     ///
     /// The rendering error, or as [`RwLock::write`].
     pub async fn write(self, path: Result<String>) -> Result<WriteGuard> {
-        let lock = self.rwlock(path)?;
-        match self.timeout {
-            Some(timeout) => lock.write_timeout(timeout).await,
-            None => lock.write().await,
-        }
+        RwLock::on(self.target(path)?).acquire_write(self.patience).await
     }
 
     /// `#[zk_semaphore(permits = N)]` with `N > 1`: one lease of `N`.
@@ -203,15 +189,7 @@ impl Lock {
     ///
     /// The rendering error, or as [`Semaphore::acquire`].
     pub async fn semaphore(self, path: Result<String>, permits: u32) -> Result<SemaphorePermit> {
-        let (client, path) = self.client_and(path)?;
-        let semaphore = match &client {
-            Some(client) => Semaphore::with_client(client, path, permits),
-            None => Semaphore::new(path, permits),
-        };
-        match self.timeout {
-            Some(timeout) => semaphore.acquire_timeout(timeout).await,
-            None => semaphore.acquire().await,
-        }
+        Semaphore::on(self.target(path)?, permits).acquire_one(self.patience).await
     }
 
     /// `#[zk_semaphore]` with one permit: the lease of a [`SemaphoreMutex`], so that a nested
@@ -221,15 +199,7 @@ impl Lock {
     ///
     /// The rendering error, or as [`SemaphoreMutex::lock`].
     pub async fn semaphore_mutex(self, path: Result<String>) -> Result<SemaphoreMutexGuard> {
-        let (client, path) = self.client_and(path)?;
-        let lock = match &client {
-            Some(client) => SemaphoreMutex::with_client(client, path),
-            None => SemaphoreMutex::new(path),
-        };
-        match self.timeout {
-            Some(timeout) => lock.lock_timeout(timeout).await,
-            None => lock.lock().await,
-        }
+        SemaphoreMutex::on(self.target(path)?).acquire(self.patience).await
     }
 
     /// `#[zk_multi_lock]`.
@@ -238,15 +208,9 @@ impl Lock {
     ///
     /// The first rendering error, or as [`MultiLock::lock`].
     pub async fn multi(self, paths: Result<Vec<String>>) -> Result<MultiGuard> {
-        let (client, paths) = self.client_and(paths)?;
-        let lock = match &client {
-            Some(client) => MultiLock::with_client(client, paths),
-            None => MultiLock::new(paths),
-        };
-        match self.timeout {
-            Some(timeout) => lock.lock_timeout(timeout).await,
-            None => lock.lock().await,
-        }
+        let (client, paths) = self.client_for(paths)?;
+        let targets = paths.into_iter().map(|path| Mutex::on(LockTarget::new(client.as_ref(), path)));
+        MultiLock::from_members(targets.map(MultiMember::from)).acquire(self.patience).await
     }
 }
 
@@ -274,14 +238,14 @@ impl<E: From<Error>> LockError for E {
 }
 
 /// A guard an annotated function holds while its body runs.
-pub trait Held {
+pub trait AnnotatedGuard {
     /// Resolves with [`Error::Lost`] when the lock is lost; never, if it is released first.
     fn lost_error(&self) -> impl Future<Output = Error> + Send + 'static;
 }
 
 macro_rules! held_through_lost {
     ($($guard:ty),*) => {$(
-        impl Held for $guard {
+        impl AnnotatedGuard for $guard {
             fn lost_error(&self) -> impl Future<Output = Error> + Send + 'static {
                 let (path, lost) = (self.path().to_owned(), self.lost());
                 async move { Error::Lost { path, reason: lost.await } }
@@ -292,7 +256,7 @@ macro_rules! held_through_lost {
 
 held_through_lost!(MutexGuard, ReadGuard, WriteGuard, SemaphorePermit, SemaphoreMutexGuard);
 
-impl Held for MultiGuard {
+impl AnnotatedGuard for MultiGuard {
     fn lost_error(&self) -> impl Future<Output = Error> + Send + 'static {
         let lost = self.lost();
         async move {
@@ -309,7 +273,7 @@ impl Held for MultiGuard {
 /// # Errors
 ///
 /// [`Error::Lost`] if the lock was lost before the body finished.
-pub fn abort_on_lost<G: Held, F: Future>(
+pub fn abort_on_lost<G: AnnotatedGuard, F: Future>(
     guard: &G,
     body: F,
 ) -> impl Future<Output = Result<F::Output>> + use<'_, G, F> {
@@ -382,13 +346,13 @@ mod tests {
     #[tokio::test]
     async fn a_finished_body_wins_and_a_loss_drops_the_body() {
         struct NeverLost;
-        impl Held for NeverLost {
+        impl AnnotatedGuard for NeverLost {
             fn lost_error(&self) -> impl Future<Output = Error> + Send + 'static {
                 std::future::pending()
             }
         }
         struct AlreadyLost;
-        impl Held for AlreadyLost {
+        impl AnnotatedGuard for AlreadyLost {
             fn lost_error(&self) -> impl Future<Output = Error> + Send + 'static {
                 std::future::ready(Error::Lost { path: "/x".into(), reason: crate::LostReason::NodeDeleted })
             }

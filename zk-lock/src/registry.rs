@@ -110,3 +110,39 @@ pub(crate) fn install(name: Option<String>, client: Client) {
         None => registry.default = Some(client),
     }
 }
+
+/// Installing a client: the builder's last step, kept with the registry it writes to.
+impl ClientBuilder {
+    /// Connects and installs the client as the process-wide default, used by
+    /// [`Mutex::new`](crate::Mutex::new) and the attributes. Replacing a default does not
+    /// disturb locks held through the old one.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is installed unless the connection succeeded.
+    pub async fn install(self) -> Result<Client> {
+        let client = self.connect().await?;
+        install(None, client.clone());
+        Ok(client)
+    }
+
+    /// Connects and installs the client under `name`, for `client = "name"` in the attributes
+    /// and [`named_client`](crate::named_client).
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is installed unless the connection succeeded.
+    pub async fn install_as(self, name: impl Into<String>) -> Result<Client> {
+        let client = self.connect().await?;
+        install(Some(name.into()), client.clone());
+        Ok(client)
+    }
+}

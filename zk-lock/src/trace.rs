@@ -11,16 +11,18 @@ use tracing::field::Empty;
 use tracing::Instrument;
 
 use crate::error::{LostReason, Result};
+use crate::layout::Recipe;
 
 /// The target of every span and event, so `RUST_LOG=zk_lock=debug` selects them all.
 pub(crate) const TARGET: &str = "zk_lock";
 
 /// Runs `acquire` in a `zk_lock.acquire` span and reports its outcome with the time it waited.
 pub(crate) async fn acquisition<T>(
-    recipe: &'static str,
+    recipe: Recipe,
     path: &str,
     acquire: impl Future<Output = Result<T>>,
 ) -> Result<T> {
+    let recipe = recipe.as_str();
     let span = tracing::debug_span!(
         target: TARGET,
         "zk_lock.acquire",
@@ -67,10 +69,10 @@ pub(crate) fn granted(node: &str, fencing_token: i64) {
 /// What the events of a held lock say about it; shared by the hold and the watch on its node,
 /// so that only the first of "released" and "lost" is reported.
 #[derive(Debug, Clone)]
-pub(crate) struct Held(Arc<HeldLock>);
+pub(crate) struct HoldTrace(Arc<HoldTraceFields>);
 
 #[derive(Debug)]
-struct HeldLock {
+struct HoldTraceFields {
     recipe: &'static str,
     path: String,
     node: String,
@@ -78,11 +80,11 @@ struct HeldLock {
     ended: AtomicBool,
 }
 
-impl Held {
+impl HoldTrace {
     /// A lock granted just now.
-    pub(crate) fn new(recipe: &'static str, path: &str, node: &str) -> Self {
-        let (path, node) = (path.to_owned(), node.to_owned());
-        Self(Arc::new(HeldLock { recipe, path, node, since: Instant::now(), ended: AtomicBool::new(false) }))
+    pub(crate) fn new(recipe: Recipe, path: &str, node: &str) -> Self {
+        let (recipe, path, node) = (recipe.as_str(), path.to_owned(), node.to_owned());
+        Self(Arc::new(HoldTraceFields { recipe, path, node, since: Instant::now(), ended: AtomicBool::new(false) }))
     }
 
     /// The holder let the lock go, and ZooKeeper confirmed the delete (`dropped`: by dropping

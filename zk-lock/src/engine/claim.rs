@@ -12,10 +12,9 @@ use std::time::Duration;
 
 use zookeeper_client::Error as ZkError;
 
-use super::pending::find_protected;
-use super::retry::{broke_connection, delete_with_retry, until_connected};
 use crate::background;
 use crate::session::Session;
+use crate::zk::{broke_connection, delete_with_retry, find_protected, until_connected};
 
 /// The longest pause between two attempts to delete an abandoned node.
 const MAX_PAUSE: Duration = Duration::from_secs(2);

@@ -22,32 +22,20 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use tokio::sync::watch;
-use tokio::time::Instant;
 use zookeeper_client::{
     Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType, MultiReadResult, OneshotWatcher, WatchedEvent,
 };
 
-use super::acquire::{give_up, renewal, session_within, until_deadline, wait_for_grant, while_usable, LockSpec, Wait};
+use super::attempt::Attempt;
 use super::claim::Claim;
-use super::failed::Failed;
-use super::node_name::{new_protected_prefix, sorted_nodes, MUTEX};
-use super::parents::create_containers;
-use super::pending::{find_protected, PendingNode};
-use super::retry::Reconnects;
+use super::not_granted::NotGranted;
+use super::queue::{wait_for_grant, LockSpec};
+use super::ungranted::UngrantedNode;
 use crate::background;
-use crate::client::Client;
-use crate::error::Result;
+use crate::layout::{new_protected_prefix, ParticipantKind, SEMAPHORE_LEASES, SEMAPHORE_REQUEST, SEMAPHORE_REQUESTS};
 use crate::session::Session;
-use crate::shared_count::VersionedCount;
 use crate::trace;
-
-/// Curator's internal mutex of a semaphore: `P/locks`, nodes named `lock-`.
-const LOCK_PARENT: &str = "locks";
-const LOCK_NAME: &str = "lock-";
-/// Curator's lease nodes: `P/leases`, nodes named `lease-`.
-const LEASE_PARENT: &str = "leases";
-const LEASE_NAME: &str = "lease-";
+use crate::zk::{create_containers, find_protected, Reconnects};
 
 /// What a semaphore asks for.
 pub(crate) struct LeaseSpec<'a> {
@@ -62,35 +50,17 @@ pub(crate) struct LeaseSpec<'a> {
     pub uncontended: &'a AtomicBool,
 }
 
-/// How many leases may exist at once.
-pub(crate) enum LeaseLimit {
-    Fixed(u32),
-    /// Curator's `SharedCountReader`: a change of the count wakes the waiter.
-    Shared(watch::Receiver<VersionedCount>),
-}
-
-impl LeaseLimit {
-    /// The limit now; a negative shared count allows nothing.
-    fn current(&mut self) -> usize {
-        match self {
-            Self::Fixed(max) => *max as usize,
-            Self::Shared(count) => usize::try_from(count.borrow_and_update().value).unwrap_or(0),
-        }
-    }
+/// How many leases may exist at once: a fixed number, or a shared count that changes.
+pub(crate) trait LeaseLimit: Send {
+    /// The limit now.
+    fn current(&mut self) -> usize;
 
     /// Resolves when the limit may have changed; never, for a fixed one.
-    async fn changed(&mut self) {
-        if let Self::Shared(count) = self {
-            if count.changed().await.is_ok() {
-                return;
-            }
-        }
-        std::future::pending().await
-    }
+    fn changed(&mut self) -> impl Future<Output = ()> + Send;
 }
 
 /// Granted leases: node paths and creation zxids (fencing tokens).
-pub(crate) struct GrantedLeases {
+pub(crate) struct LeaseGrant {
     pub session: Arc<Session>,
     /// The session's loss count when the leases were granted.
     pub losses_seen: u64,
@@ -105,23 +75,23 @@ pub(crate) struct GrantedLease {
     pub claim: Option<Claim>,
 }
 
-/// A node this acquisition creates (the lock node or a lease node), removed on every way out
-/// until it is granted.
-struct OwnNode {
-    pending: PendingNode,
+/// A node this attempt creates, in a batch with others and listings pipelined behind them (the
+/// request node or a lease node), removed on every way out until it is granted.
+struct PipelinedNode {
+    node: UngrantedNode,
     parent: String,
-    kind: &'static str,
+    lock_name: &'static str,
     /// Name and creation zxid, once the create is known to have been applied.
     made: Option<(String, i64)>,
 }
 
-impl OwnNode {
-    // Not followed by the waiters behind it (`PendingNode::in_queue`): nothing watches the
+impl PipelinedNode {
+    // Not followed by the waiters behind it (`UngrantedNode::in_queue`): nothing watches the
     // internal mutex's node while its owner waits for leases, so a deletion by someone else
     // would go unnoticed by them.
-    fn new(session: &Arc<Session>, parent: &str, kind: &'static str) -> Self {
-        let pending = PendingNode::new(session.clone(), parent, new_protected_prefix());
-        Self { pending, parent: parent.to_owned(), kind, made: None }
+    fn new(session: &Arc<Session>, parent: &str, kind: ParticipantKind) -> Self {
+        let node = UngrantedNode::new(session.clone(), parent, new_protected_prefix());
+        Self { node, parent: parent.to_owned(), lock_name: kind.lock_name(), made: None }
     }
 
     fn name(&self) -> Option<&str> {
@@ -130,176 +100,195 @@ impl OwnNode {
 
     /// Its full path, token and claim: it is no longer ours to remove.
     fn grant(&mut self) -> Option<GrantedLease> {
-        let (claim, _) = self.pending.grant();
+        let (claim, _) = self.node.grant();
         let (name, token) = self.made.take()?;
         Some(GrantedLease { node_path: format!("{}/{name}", self.parent), token, claim })
     }
 }
 
-/// Takes `spec.count` leases of the semaphore at `spec.path`, waiting as `wait` allows.
-///
-/// Cancel safe: dropping the future removes every node it made (in the background).
-pub(crate) async fn acquire_leases(
-    client: &Client,
-    spec: &LeaseSpec<'_>,
-    limit: &mut LeaseLimit,
-    wait: Wait,
-) -> Result<GrantedLeases> {
-    let started = Instant::now();
-    let parents =
-        Parents { locks: format!("{}/{LOCK_PARENT}", spec.path), leases: format!("{}/{LEASE_PARENT}", spec.path) };
-    loop {
-        let session = session_within(client, wait, spec.path, started).await?;
+/// One try at `spec.count` leases on one session, Curator's algorithm in named steps: join the
+/// request queue (with the leases made ahead of time when the semaphore was free last time),
+/// wait for our turn, create the leases, wait until they fit the limit.
+pub(crate) struct LeaseAttempt<'a, L> {
+    session: Arc<Session>,
+    spec: &'a LeaseSpec<'a>,
+    acls: Acls<'a>,
+    limit: L,
+    may_wait: bool,
+    losses_seen: u64,
+    /// `P/locks` and `P/leases`.
+    requests: String,
+    leases_parent: String,
+    /// Our node in the request queue (the internal mutex).
+    request: PipelinedNode,
+    leases: Vec<PipelinedNode>,
+}
+
+impl<'a, L: LeaseLimit> LeaseAttempt<'a, L> {
+    /// An attempt on `session` whose nodes get `acls`; with `may_wait` false it fails with
+    /// `Busy` rather than wait for the internal mutex or for leases.
+    pub(crate) fn new(session: Arc<Session>, spec: &'a LeaseSpec<'a>, acls: Acls<'a>, limit: L, may_wait: bool) -> Self {
+        let requests = format!("{}/{SEMAPHORE_REQUESTS}", spec.path);
+        let leases_parent = format!("{}/{SEMAPHORE_LEASES}", spec.path);
+        let request = PipelinedNode::new(&session, &requests, ParticipantKind::LeaseRequest);
         let losses_seen = session.health().losses;
-        let mut lock = OwnNode::new(&session, &parents.locks, LOCK_NAME);
-        let mut leases = Vec::with_capacity(spec.count);
-        let attempt = attempt(&session, spec, client.node_acls(), &parents, limit, wait, &mut lock, &mut leases);
-        let failed = match until_deadline(wait, while_usable(&session, attempt)).await {
-            Some(Ok(())) => {
-                // Let the internal mutex go: the delete is sent now, its reply awaited in the
-                // background (it is retried there after a connection loss).
-                lock.pending.remove_in_background();
-                let leases = leases.iter_mut().filter_map(OwnNode::grant).collect();
-                return Ok(GrantedLeases { session, losses_seen, leases });
-            }
-            Some(Err(failed)) => Some(failed),
-            None => None,
+        let leases = Vec::with_capacity(spec.count);
+        Self { session, spec, acls, limit, may_wait, losses_seen, requests, leases_parent, request, leases }
+    }
+
+    fn new_lease(&self) -> PipelinedNode {
+        PipelinedNode::new(&self.session, &self.leases_parent, ParticipantKind::Lease)
+    }
+
+    /// Creates our request node, and when the semaphore was free last time the leases too,
+    /// listing both parents in the same round trip. Returns the request queue's listing and, if
+    /// the leases were made, the listing of `P/leases`.
+    async fn join_request_queue(&mut self) -> Result<(Vec<String>, Option<Vec<String>>), NotGranted> {
+        let zk = &self.session.zk;
+        if self.spec.uncontended.load(Ordering::Relaxed) {
+            let leases: Vec<PipelinedNode> = (0..self.spec.count).map(|_| self.new_lease()).collect();
+            self.leases.extend(leases);
+            let mut nodes: Vec<&mut PipelinedNode> =
+                std::iter::once(&mut self.request).chain(self.leases.iter_mut()).collect();
+            let parents = [self.requests.as_str(), self.leases_parent.as_str()];
+            let mut listed = create_then_list(zk, self.spec.data, self.acls, &mut nodes, &parents).await?;
+            let lease_children = listed.pop();
+            Ok((listed.pop().unwrap_or_default(), lease_children))
+        } else {
+            let parents = [self.requests.as_str()];
+            let listed = create_then_list(zk, self.spec.data, self.acls, &mut [&mut self.request], &parents).await?;
+            Ok((listed.into_iter().next().unwrap_or_default(), None))
+        }
+    }
+
+    /// Waits until our request holds the internal mutex. `Ok(true)` if it was free at once;
+    /// leases made ahead of time are deleted first if it was not (they must not wait while we
+    /// do not hold the mutex).
+    async fn wait_for_our_turn(&mut self, children: Vec<String>) -> Result<bool, NotGranted> {
+        let name = self.request.name().unwrap_or_default().to_owned();
+        let queue = SEMAPHORE_REQUEST.sorted(children.iter().cloned());
+        let Some(place) = queue.iter().position(|node| node.name == name) else {
+            return Err(NotGranted::NodeVanished);
         };
-        if let Some(Failed::SessionGone) = failed {
-            // Every node goes with the session (ended, or retired and closed by its retirement);
-            // start again on a new one if we can open it.
-            lock.pending.let_go();
-            leases.iter_mut().for_each(|lease| lease.pending.let_go());
-            renewal(client, &session).await?;
-            continue;
+        // The leases are counted once the internal mutex is ours: its queue is the semaphore's.
+        trace::joined_queue(&name, place, place);
+        if place == 0 {
+            return Ok(true);
         }
-        session.unless_terminated(remove_all(&mut lock, &mut leases)).await;
-        if let Some(error) = give_up(failed, spec.path, started) {
-            return Err(error);
+        self.spec.uncontended.store(false, Ordering::Relaxed);
+        // Removed in the background: the deletes are sent at once.
+        self.leases.clear();
+        if !self.may_wait {
+            return Err(NotGranted::Busy);
         }
-    }
-}
-
-struct Parents {
-    locks: String,
-    leases: String,
-}
-
-/// One attempt on one session: on success, `lock` is held and `leases` are granted. Every node
-/// (and missing parent) gets the client's `acls`.
-#[allow(clippy::too_many_arguments)]
-async fn attempt(
-    session: &Arc<Session>,
-    spec: &LeaseSpec<'_>,
-    acls: Acls<'_>,
-    parents: &Parents,
-    limit: &mut LeaseLimit,
-    wait: Wait,
-    lock: &mut OwnNode,
-    leases: &mut Vec<OwnNode>,
-) -> std::result::Result<(), Failed> {
-    let zk = &session.zk;
-    let new_lease = || OwnNode::new(session, &parents.leases, LEASE_NAME);
-
-    // Join the internal mutex's queue; when the semaphore was free last time, create the leases
-    // and list both parents in the same round trip.
-    let ahead_of_time = spec.uncontended.load(Ordering::Relaxed);
-    let (lock_children, mut lease_children) = if ahead_of_time {
-        leases.extend((0..spec.count).map(|_| new_lease()));
-        let mut nodes: Vec<&mut OwnNode> = std::iter::once(&mut *lock).chain(leases.iter_mut()).collect();
-        let mut listed = create_then_list(zk, spec.data, acls, &mut nodes, &[&parents.locks, &parents.leases]).await?;
-        let lease_children = listed.pop();
-        (listed.pop().unwrap_or_default(), lease_children)
-    } else {
-        let listed = create_then_list(zk, spec.data, acls, &mut [&mut *lock], &[&parents.locks]).await?;
-        (listed.into_iter().next().unwrap_or_default(), None)
-    };
-    let lock_name = lock.name().unwrap_or_default().to_owned();
-    let queue = sorted_nodes(lock_children.iter().cloned(), MUTEX.names);
-    let Some(place) = queue.iter().position(|node| node.name == lock_name) else {
-        return Err(Failed::NodeVanished);
-    };
-    // The leases are counted once the internal mutex is ours: its queue is the semaphore's.
-    trace::joined_queue(&lock_name, place, place);
-    let mutex_was_free = place == 0;
-    if !mutex_was_free {
-        spec.uncontended.store(false, Ordering::Relaxed);
-        // Leases made ahead of time must not wait while we do not hold the mutex: remove them
-        // now (in the background, the deletes are sent at once).
-        leases.clear();
-        lease_children = None;
-        if let Wait::Once = wait {
-            return Err(Failed::Busy);
+        let spec = LockSpec { path: &self.requests, queue: &SEMAPHORE_REQUEST, data: self.spec.data };
+        if !wait_for_grant(&self.session.zk, &spec, &name, children).await? {
+            return Err(NotGranted::NodeVanished);
         }
-        let lock_spec = LockSpec { path: &parents.locks, rules: &MUTEX, lock_name: LOCK_NAME, data: spec.data };
-        if !wait_for_grant(zk, &lock_spec, &lock_name, lock_children).await? {
-            return Err(Failed::NodeVanished);
-        }
+        Ok(false)
     }
 
-    // We hold the internal mutex. `children`: a listing of `P/leases` made after every one of
-    // our lease nodes was created.
-    let mut children = match lease_children {
-        Some(children) => children,
-        None => {
-            leases.extend((0..spec.count).map(|_| new_lease()));
-            let mut nodes: Vec<&mut OwnNode> = leases.iter_mut().collect();
-            create_then_list(zk, spec.data, acls, &mut nodes, &[&parents.leases]).await?.pop().unwrap_or_default()
-        }
-    };
-    let mut first_count = true;
-    let mut watch: ChildWatch = None;
-    loop {
-        // A lease node that vanished (deleted by someone, or lost with a connection) is made
-        // again, and counted once: only nodes in the listing count (CURATOR-315/335/462).
-        let present = |lease: &OwnNode| lease.name().is_some_and(|name| children.iter().any(|c| c == name));
-        if !leases.iter().all(present) {
-            watch = None;
-            for lease in leases.iter_mut().filter(|lease| !present(lease)) {
-                // Not in a listing made after its create: gone (its claim checks again).
-                *lease = new_lease();
+    /// Creates (again) every lease node not in `children`, a listing of `P/leases` made after
+    /// their creates, and returns a new listing: only nodes in a listing count, so a lease node
+    /// that vanished (deleted by someone, or lost with a connection) is made again and counted
+    /// once (CURATOR-315/335/462).
+    async fn create_leases(&mut self, children: Option<&[String]>) -> Result<Vec<String>, NotGranted> {
+        let present = |lease: &PipelinedNode| {
+            lease.name().is_some_and(|name| children.is_some_and(|children| children.iter().any(|c| c == name)))
+        };
+        let missing = self.spec.count - self.leases.iter().filter(|lease| present(lease)).count();
+        // Not in a listing made after its create: gone (its claim checks again).
+        self.leases.retain(present);
+        let leases: Vec<PipelinedNode> = (0..missing).map(|_| self.new_lease()).collect();
+        self.leases.extend(leases);
+        let mut nodes: Vec<&mut PipelinedNode> = self.leases.iter_mut().collect();
+        let parents = [self.leases_parent.as_str()];
+        let listed = create_then_list(&self.session.zk, self.spec.data, self.acls, &mut nodes, &parents).await?;
+        Ok(listed.into_iter().next().unwrap_or_default())
+    }
+
+    /// Waits until every child of `P/leases`, ours included, fits the limit (Curator's rule).
+    /// `children` is a listing made after every one of our lease nodes was created.
+    async fn wait_until_leases_fit(&mut self, mut children: Vec<String>, mutex_was_free: bool) -> Result<(), NotGranted> {
+        let zk = self.session.zk.clone();
+        let mut first_count = true;
+        let mut watch: ChildWatch = None;
+        loop {
+            let all_listed = self.leases.iter().all(|lease| lease.name().is_some_and(|name| children.iter().any(|c| c == name)));
+            if !all_listed {
+                watch = None;
+                children = self.create_leases(Some(&children)).await?;
+                continue;
             }
-            let mut nodes: Vec<&mut OwnNode> = leases.iter_mut().collect();
-            children =
-                create_then_list(zk, spec.data, acls, &mut nodes, &[&parents.leases]).await?.pop().unwrap_or_default();
-            continue;
-        }
-        // Curator's rule: every child of `P/leases` counts, ours included.
-        let fits = children.len() <= limit.current();
-        if first_count {
-            first_count = false;
-            spec.uncontended.store(mutex_was_free && fits, Ordering::Relaxed);
-        }
-        if fits {
-            if let Some(watch) = watch {
-                // Dropping a pending watch costs a request to remove it; it fires on the next
-                // change of `P/leases` (at the latest our own release) and ends quietly.
-                background::spawn(watch);
+            let fits = children.len() <= self.limit.current();
+            if first_count {
+                first_count = false;
+                self.spec.uncontended.store(mutex_was_free && fits, Ordering::Relaxed);
             }
-            return Ok(());
-        }
-        if let Wait::Once = wait {
-            return Err(Failed::Busy);
-        }
-        match watch.take() {
-            None => (children, watch) = list_and_watch(zk, &parents.leases).await?,
-            Some(mut changed) => tokio::select! {
-                event = &mut changed => {
-                    if event.event_type == EventType::Session && event.session_state.is_terminated() {
-                        return Err(Failed::SessionGone);
-                    }
-                    (children, watch) = list_and_watch(zk, &parents.leases).await?;
+            if fits {
+                if let Some(watch) = watch {
+                    // Dropping a pending watch costs a request to remove it; it fires on the next
+                    // change of `P/leases` (at the latest our own release) and ends quietly.
+                    background::spawn(watch);
                 }
-                () = limit.changed() => watch = Some(changed),
-            },
+                return Ok(());
+            }
+            if !self.may_wait {
+                return Err(NotGranted::Busy);
+            }
+            match watch.take() {
+                None => (children, watch) = list_and_watch(&zk, &self.leases_parent).await?,
+                Some(mut changed) => tokio::select! {
+                    event = &mut changed => {
+                        if event.event_type == EventType::Session && event.session_state.is_terminated() {
+                            return Err(NotGranted::SessionGone);
+                        }
+                        (children, watch) = list_and_watch(&zk, &self.leases_parent).await?;
+                    }
+                    () = self.limit.changed() => watch = Some(changed),
+                },
+            }
         }
+    }
+}
+
+impl<L: LeaseLimit> Attempt for LeaseAttempt<'_, L> {
+    type Grant = LeaseGrant;
+
+    async fn run(&mut self) -> Result<(), NotGranted> {
+        let (request_children, lease_children) = self.join_request_queue().await?;
+        let mutex_was_free = self.wait_for_our_turn(request_children).await?;
+        let lease_children = match lease_children.filter(|_| mutex_was_free) {
+            Some(children) => children,
+            None => self.create_leases(None).await?,
+        };
+        self.wait_until_leases_fit(lease_children, mutex_was_free).await
+    }
+
+    fn grant(mut self) -> LeaseGrant {
+        // Let the internal mutex go: the delete is sent now, its reply awaited in the background
+        // (it is retried there after a connection loss).
+        self.request.node.remove_in_background();
+        let leases = self.leases.iter_mut().filter_map(PipelinedNode::grant).collect();
+        LeaseGrant { session: self.session.clone(), losses_seen: self.losses_seen, leases }
+    }
+
+    fn let_go(mut self) {
+        self.request.node.let_go();
+        self.leases.iter_mut().for_each(|lease| lease.node.let_go());
+    }
+
+    /// Removes every node the attempt made and still owns, all deletes sent at once.
+    async fn remove(mut self) {
+        let removals = std::iter::once(&mut self.request).chain(&mut self.leases).map(|node| node.node.remove());
+        futures::future::join_all(removals).await;
     }
 }
 
 type ChildWatch = Option<Pin<Box<dyn Future<Output = WatchedEvent> + Send>>>;
 
 /// Lists `parent` with a child watch. A missing parent lists as empty, without a watch.
-async fn list_and_watch(zk: &ZkClient, parent: &str) -> std::result::Result<(Vec<String>, ChildWatch), Failed> {
+async fn list_and_watch(zk: &ZkClient, parent: &str) -> Result<(Vec<String>, ChildWatch), NotGranted> {
     let mut reconnects = Reconnects::new(zk);
     loop {
         match zk.list_and_watch_children(parent).await {
@@ -317,20 +306,20 @@ async fn create_then_list(
     zk: &ZkClient,
     data: &[u8],
     acls: Acls<'_>,
-    nodes: &mut [&mut OwnNode],
+    nodes: &mut [&mut PipelinedNode],
     parents: &[&str],
-) -> std::result::Result<Vec<Vec<String>>, Failed> {
+) -> Result<Vec<Vec<String>>, NotGranted> {
     let options = CreateMode::EphemeralSequential.with_acls(acls);
     let mut reconnects = Reconnects::new(zk);
     loop {
         let paths: Vec<Option<String>> = nodes
             .iter()
-            .map(|node| node.made.is_none().then(|| format!("{}/{}{}", node.parent, node.pending.prefix(), node.kind)))
+            .map(|node| node.made.is_none().then(|| format!("{}/{}{}", node.parent, node.node.prefix(), node.lock_name)))
             .collect();
         let mut creates = Vec::with_capacity(nodes.len());
         for (node, path) in nodes.iter_mut().zip(&paths) {
             if path.is_some() {
-                node.pending.sent();
+                node.node.sent();
             }
             creates.push(path.as_deref().map(|path| zk.create(path, data, &options)));
         }
@@ -346,12 +335,12 @@ async fn create_then_list(
             let Some(create) = create else { continue };
             match create.await {
                 Ok((stat, sequence)) => {
-                    let name = format!("{}{}{sequence}", node.pending.prefix(), node.kind);
-                    node.pending.created(&name);
+                    let name = format!("{}{}{sequence}", node.node.prefix(), node.lock_name);
+                    node.node.created(&name);
                     node.made = Some((name, stat.czxid));
                 }
                 Err(ZkError::NoNode) => {
-                    node.pending.not_created();
+                    node.node.not_created();
                     if !missing_parents.contains(&node.parent) {
                         missing_parents.push(node.parent.clone());
                     }
@@ -360,13 +349,13 @@ async fn create_then_list(
                 // The create may have been applied: look for our node before creating another.
                 Err(error) => {
                     reconnects.wait(error).await?;
-                    match find_protected(zk, &node.parent, node.pending.prefix()).await? {
+                    match find_protected(zk, &node.parent, node.node.prefix()).await? {
                         Some((name, token)) => {
-                            node.pending.created(&name);
+                            node.node.created(&name);
                             node.made = Some((name, token));
                         }
                         None => {
-                            node.pending.not_created();
+                            node.node.not_created();
                             again = true;
                         }
                     }
@@ -396,10 +385,4 @@ async fn create_then_list(
             Err(error) => reconnects.wait(error).await?,
         }
     }
-}
-
-/// Removes every node an acquisition made and still owns, all deletes sent at once.
-async fn remove_all(lock: &mut OwnNode, leases: &mut [OwnNode]) {
-    let removals = std::iter::once(lock).chain(leases).map(|node| node.pending.remove());
-    futures::future::join_all(removals).await;
 }

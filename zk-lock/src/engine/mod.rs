@@ -1,20 +1,26 @@
-//! The sequence-node engine shared by every recipe: create a node in the queue, list the queue,
-//! wait for the nodes a recipe says must go first, and clean up on every way out.
+//! The engine: one attempt at a lock, or at semaphore leases, on one session. It creates our
+//! node in the queue, lists the queue, waits for the nodes the layout says must go first
+//! (watching our own node meanwhile), and cleans up on every way out; each node is claimed in
+//! its session's ledger before its `create` is sent.
+//!
+//! May use: `session`, `zk`, `layout` and the foundations (`error`, `trace`, `background`).
+//! It knows nothing of clients, holds or recipes: retrying on a new session is the recipes'
+//! loop, and a granted node becomes a hold one layer up.
 
-mod acquire;
+mod attempt;
 mod claim;
-mod failed;
-mod handoff;
+mod exclusive_grants;
 mod lease;
-mod local_nodes;
-pub(crate) mod node_name;
-mod parents;
-mod pending;
-mod retry;
+mod local_handoff;
+mod not_granted;
+mod own_watch;
+mod queue;
+mod ungranted;
 
-pub(crate) use acquire::{acquire, Granted, LockSpec, Wait};
+pub(crate) use attempt::Attempt;
 pub(crate) use claim::Claim;
-pub(crate) use lease::{acquire_leases, LeaseLimit, LeaseSpec};
-pub(crate) use local_nodes::LocalNode;
-pub(crate) use parents::create_containers;
-pub(crate) use retry::{delete_with_retry, Reconnects};
+pub(crate) use lease::{LeaseAttempt, LeaseLimit, LeaseSpec};
+pub(crate) use local_handoff::LocalHandoff;
+pub(crate) use not_granted::NotGranted;
+pub(crate) use own_watch::OwnNodeWatch;
+pub(crate) use queue::{Grant, LockAttempt, LockSpec};

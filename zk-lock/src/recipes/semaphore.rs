@@ -6,13 +6,18 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
+
+use super::acquire_loop;
+use super::patience::Patience;
+use super::shared_count::{SharedCount, VersionedCount};
+use super::target::LockTarget;
 use crate::client::Client;
-use crate::engine::{acquire_leases, Granted, LeaseLimit, LeaseSpec};
+use crate::engine::{Grant, LeaseAttempt, LeaseLimit, LeaseSpec};
 use crate::error::{Error, Result};
-use crate::hold::Hold;
+use crate::holds::HeldNode;
+use crate::layout::Recipe;
 use crate::path::validate_lock_path;
-use crate::shared_count::SharedCount;
-use crate::target::{LockTarget, Patience};
 use crate::trace;
 
 /// A distributed counting semaphore at a ZooKeeper path, compatible with Curator's
@@ -62,12 +67,16 @@ impl Semaphore {
     /// The path and the limit are checked when acquiring: an invalid path fails with
     /// [`Error::InvalidPath`], a limit of 0 with [`Error::InvalidArgument`].
     pub fn new(path: impl Into<String>, max_leases: u32) -> Self {
-        Self::build(LockTarget::new(None, path.into()), Limit::Fixed(max_leases))
+        Self::on(LockTarget::new(None, path.into()), max_leases)
     }
 
     /// A semaphore at `path` allowing `max_leases` leases at once, on `client`.
     pub fn with_client(client: &Client, path: impl Into<String>, max_leases: u32) -> Self {
-        Self::build(LockTarget::new(Some(client), path.into()), Limit::Fixed(max_leases))
+        Self::on(LockTarget::new(Some(client), path.into()), max_leases)
+    }
+
+    pub(crate) fn on(target: LockTarget, max_leases: u32) -> Self {
+        Self::build(target, Limit::Fixed(max_leases))
     }
 
     /// A semaphore at `path` whose limit is the current value of `count` (Curator's
@@ -203,7 +212,7 @@ impl Semaphore {
         self.acquire_permits(n, Patience::Timeout(timeout)).await
     }
 
-    async fn acquire_one(&self, patience: Patience) -> Result<SemaphorePermit> {
+    pub(crate) async fn acquire_one(&self, patience: Patience) -> Result<SemaphorePermit> {
         let mut permits = self.acquire_permits(1, patience).await?;
         Ok(permits.pop().expect("one lease asked, one granted"))
     }
@@ -212,7 +221,7 @@ impl Semaphore {
         self.check_request(n)?;
         let client = self.target.client().await?;
         let holds = self
-            .acquire_holds(&client, "semaphore", n, patience, |node_path| format!("semaphore-lease {node_path}"))
+            .acquire_holds(&client, Recipe::Semaphore, n, patience, |node_path| format!("semaphore-lease {node_path}"))
             .await?;
         Ok(holds.into_iter().map(|hold| SemaphorePermit { hold }).collect())
     }
@@ -244,33 +253,34 @@ impl Semaphore {
     pub(crate) async fn acquire_holds(
         &self,
         client: &Client,
-        recipe: &'static str,
+        recipe: Recipe,
         n: u32,
         patience: Patience,
         key: impl Fn(&str) -> String,
-    ) -> Result<Vec<Arc<Hold>>> {
+    ) -> Result<Vec<Arc<HeldNode>>> {
         let path = &self.target.path;
         if n == 0 {
             return Ok(Vec::new());
         }
-        let mut limit = match &self.limit {
-            Limit::Fixed(max) => LeaseLimit::Fixed(*max),
+        let limit = match &self.limit {
+            Limit::Fixed(max) => CurrentLimit::Fixed(*max),
             Limit::Shared(count) => {
                 count.start().await?;
-                LeaseLimit::Shared(count.subscribe())
+                CurrentLimit::Shared(count.subscribe())
             }
         };
-        let wait = patience.wait(client);
         let data = self.target.node_data();
         let spec = LeaseSpec { path, count: n as usize, data: &data, uncontended: &self.uncontended };
         trace::acquisition(recipe, path, async {
-            let granted = acquire_leases(client, &spec, &mut limit, wait).await?;
+            let acls = client.node_acls();
+            let start = |session, may_wait| LeaseAttempt::new(session, &spec, acls, limit.clone(), may_wait);
+            let granted = acquire_loop::acquire(client, path, patience, start).await?;
             let holds = granted
                 .leases
                 .into_iter()
                 .map(|lease| {
                     let key = key(&lease.node_path);
-                    let lease = Granted {
+                    let lease = Grant {
                         session: granted.session.clone(),
                         node_path: lease.node_path,
                         token: lease.token,
@@ -279,12 +289,39 @@ impl Semaphore {
                         local: None,
                         claim: lease.claim,
                     };
-                    Hold::new(client, recipe, key, path, lease)
+                    HeldNode::new(client.holds(), recipe, key, path, lease)
                 })
                 .collect();
             Ok(holds)
         })
         .await
+    }
+}
+
+/// The limit an acquisition counts leases against.
+#[derive(Clone)]
+enum CurrentLimit {
+    Fixed(u32),
+    /// Curator's `SharedCountReader`: a change of the count wakes the waiter.
+    Shared(watch::Receiver<VersionedCount>),
+}
+
+impl LeaseLimit for CurrentLimit {
+    /// A negative shared count allows nothing.
+    fn current(&mut self) -> usize {
+        match self {
+            Self::Fixed(max) => *max as usize,
+            Self::Shared(count) => usize::try_from(count.borrow_and_update().value).unwrap_or(0),
+        }
+    }
+
+    async fn changed(&mut self) {
+        if let Self::Shared(count) = self {
+            if count.changed().await.is_ok() {
+                return;
+            }
+        }
+        std::future::pending().await
     }
 }
 
@@ -305,7 +342,7 @@ impl fmt::Debug for Semaphore {
     }
 }
 
-crate::guard::lock_guard! {
+crate::holds::guard::lock_guard! {
     /// One lease of a [`Semaphore`].
     ///
     /// Release it with [`release`](Self::release) to learn whether the lease was still held

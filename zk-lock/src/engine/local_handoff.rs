@@ -18,11 +18,11 @@ use std::sync::{Arc, LazyLock, Mutex};
 use tokio::sync::watch;
 use zookeeper_client::SessionId;
 
-use super::node_name::protected_prefix;
+use crate::layout::protected_prefix;
 
 /// What the owner knows of its node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Fate {
+pub(crate) enum NodeFate {
     /// Still there, as far as the owner knows.
     Present,
     /// ZooKeeper confirmed that it is gone.
@@ -35,7 +35,7 @@ struct Entry {
     /// Which registration it is: a retried `create` registers the same prefix again.
     id: u64,
     session: SessionId,
-    fate: watch::Receiver<Fate>,
+    fate: watch::Receiver<NodeFate>,
 }
 
 static NODES: LazyLock<Mutex<HashMap<Box<str>, Entry>>> = LazyLock::new(Mutex::default);
@@ -47,38 +47,38 @@ fn nodes() -> std::sync::MutexGuard<'static, HashMap<Box<str>, Entry>> {
 /// A queue node of this process, registered while its owner can tell what happens to it.
 /// Dropping the last share without [`deleted`](Self::deleted) makes its fate unknown.
 #[derive(Debug)]
-pub(crate) struct LocalNode {
+pub(crate) struct LocalHandoff {
     id: u64,
     path: Box<str>,
-    fate: watch::Sender<Fate>,
+    fate: watch::Sender<NodeFate>,
 }
 
 /// Registers our node under `parent` on `session`, known by its protected `prefix`
 /// (`_c_<uuid>-`), present. Registered before its `create` is sent, so that no listing can
 /// show the node to a waiter of this process before the waiter can find it here.
-pub(crate) fn register(parent: &str, prefix: &str, session: SessionId) -> Arc<LocalNode> {
+pub(crate) fn register(parent: &str, prefix: &str, session: SessionId) -> Arc<LocalHandoff> {
     static IDS: AtomicU64 = AtomicU64::new(0);
     let id = IDS.fetch_add(1, Ordering::Relaxed);
-    let (fate, follower) = watch::channel(Fate::Present);
+    let (fate, follower) = watch::channel(NodeFate::Present);
     let path: Box<str> = format!("{parent}/{prefix}").into();
     nodes().insert(path.clone(), Entry { id, session, fate: follower });
-    Arc::new(LocalNode { id, path, fate })
+    Arc::new(LocalHandoff { id, path, fate })
 }
 
 /// What becomes of the node `name` under `parent`, if it is a registered node of this process
 /// on `session`. `None` for every other node and for settled ones: the caller watches those on
 /// the server.
-pub(crate) fn follow(parent: &str, name: &str, session: SessionId) -> Option<watch::Receiver<Fate>> {
+pub(crate) fn follow(parent: &str, name: &str, session: SessionId) -> Option<watch::Receiver<NodeFate>> {
     let prefix = protected_prefix(name)?;
     let nodes = nodes();
     let entry = nodes.get(format!("{parent}/{prefix}").as_str())?;
     (entry.session == session).then(|| entry.fate.clone())
 }
 
-impl LocalNode {
+impl LocalHandoff {
     /// ZooKeeper confirmed the node is gone: the waiters behind it may go on.
     pub(crate) fn deleted(&self) {
-        self.settle(Fate::Deleted);
+        self.settle(NodeFate::Deleted);
     }
 
     /// The reply to the owner's own delete of the node: OK, or `NoNode` (someone deleted it
@@ -91,11 +91,11 @@ impl LocalNode {
 
     /// The owner cannot tell any more: the waiters behind it watch it on the server.
     pub(crate) fn unknown(&self) {
-        self.settle(Fate::Unknown);
+        self.settle(NodeFate::Unknown);
     }
 
     /// The first fate settled stays.
-    fn settle(&self, fate: Fate) {
+    fn settle(&self, fate: NodeFate) {
         // Unregistered first: a waiter that looks it up afterwards watches the server instead of
         // finding a settled entry.
         {
@@ -105,7 +105,7 @@ impl LocalNode {
             }
         }
         self.fate.send_if_modified(|current| {
-            let first = *current == Fate::Present;
+            let first = *current == NodeFate::Present;
             if first {
                 *current = fate;
             }
@@ -114,7 +114,7 @@ impl LocalNode {
     }
 }
 
-impl Drop for LocalNode {
+impl Drop for LocalHandoff {
     fn drop(&mut self) {
         self.unknown();
     }
@@ -124,7 +124,7 @@ impl Drop for LocalNode {
 mod tests {
     use super::*;
 
-    use crate::engine::node_name::new_protected_prefix;
+    use crate::layout::new_protected_prefix;
 
     const PARENT: &str = "/unit-local-nodes";
     const SESSION: SessionId = SessionId(7);
@@ -137,12 +137,12 @@ mod tests {
         let follower = follow(PARENT, &name, SESSION).expect("registered");
         assert!(follow("/unit-local-nodes-other", &name, SESSION).is_none(), "another parent");
         assert!(follow(PARENT, &name, SessionId(8)).is_none(), "another session");
-        assert_eq!(*follower.borrow(), Fate::Present);
+        assert_eq!(*follower.borrow(), NodeFate::Present);
         node.deleted();
-        assert_eq!(*follower.borrow(), Fate::Deleted);
+        assert_eq!(*follower.borrow(), NodeFate::Deleted);
         assert!(follow(PARENT, &name, SESSION).is_none(), "unregistered once settled");
         node.unknown();
-        assert_eq!(*follower.borrow(), Fate::Deleted, "a settled fate does not change");
+        assert_eq!(*follower.borrow(), NodeFate::Deleted, "a settled fate does not change");
     }
 
     #[test]
@@ -153,7 +153,7 @@ mod tests {
             let _node = register(PARENT, &prefix, SESSION);
             follow(PARENT, &name, SESSION).expect("registered")
         };
-        assert_eq!(*follower.borrow(), Fate::Unknown);
+        assert_eq!(*follower.borrow(), NodeFate::Unknown);
         assert!(follow(PARENT, &name, SESSION).is_none());
         assert!(follow(PARENT, "__lock__0000000003", SESSION).is_none(), "not a protected name");
     }
@@ -167,6 +167,6 @@ mod tests {
         drop(old);
         let follower = follow(PARENT, &name, SESSION).expect("the new registration");
         new.deleted();
-        assert_eq!(*follower.borrow(), Fate::Deleted);
+        assert_eq!(*follower.borrow(), NodeFate::Deleted);
     }
 }

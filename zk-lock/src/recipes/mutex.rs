@@ -4,9 +4,10 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::engine::node_name::MUTEX;
+use crate::layout::Recipe;
 use crate::error::Result;
-use crate::target::{LockTarget, Patience};
+use super::patience::Patience;
+use super::target::LockTarget;
 
 /// A distributed mutual-exclusion lock at a ZooKeeper path, compatible with Curator's
 /// `InterProcessMutex`: Rust and Java processes using the same path exclude each other.
@@ -36,12 +37,16 @@ impl Mutex {
     /// The path is checked when locking: an invalid one makes every lock call fail with
     /// [`Error::InvalidPath`](crate::Error::InvalidPath).
     pub fn new(path: impl Into<String>) -> Self {
-        Self { target: LockTarget::new(None, path.into()) }
+        Self::on(LockTarget::new(None, path.into()))
     }
 
     /// A mutex at `path` on `client`.
     pub fn with_client(client: &Client, path: impl Into<String>) -> Self {
-        Self { target: LockTarget::new(Some(client), path.into()) }
+        Self::on(LockTarget::new(Some(client), path.into()))
+    }
+
+    pub(crate) fn on(target: LockTarget) -> Self {
+        Self { target }
     }
 
     /// Sets the data of this mutex's lock nodes (default: `host=.. pid=.. task=..`).
@@ -109,7 +114,7 @@ impl Mutex {
 
     pub(crate) async fn acquire(&self, patience: Patience) -> Result<MutexGuard> {
         let client = self.target.client().await?;
-        let hold = self.target.acquire(&client, "mutex", &MUTEX, MUTEX.names[0], patience).await?;
+        let hold = self.target.acquire(&client, Recipe::Mutex, patience).await?;
         Ok(MutexGuard { hold })
     }
 }
@@ -120,7 +125,7 @@ impl fmt::Debug for Mutex {
     }
 }
 
-crate::guard::lock_guard! {
+crate::holds::guard::lock_guard! {
     /// Proof that this task holds a [`Mutex`].
     ///
     /// Release it with [`release`](Self::release) to learn whether the lock was still held until

@@ -6,16 +6,15 @@ use std::time::Duration;
 
 use zookeeper_client::{Acls, CreateMode, Error as ZkError};
 
+use super::patience::Patience;
+use super::target::LockTarget;
 use crate::client::Client;
-use crate::engine::node_name::{new_protected_prefix, sequence_of, READ, RW_READ, RW_WRITE, WRITE};
-use crate::engine::{Claim, Granted, Reconnects};
+use crate::engine::{Claim, Grant};
 use crate::error::{Error, Result};
-use crate::hold::Hold;
-use crate::target::{LockTarget, Patience};
+use crate::holds::HeldNode;
+use crate::layout::{downgraded_read_name, new_protected_prefix, Recipe};
 use crate::trace;
-
-const READ_KIND: &str = "read";
-const WRITE_KIND: &str = "write";
+use crate::zk::Reconnects;
 
 /// A distributed read/write lock at a ZooKeeper path, compatible with Curator's
 /// `InterProcessReadWriteLock` (`_c_<uuid>-__READ__<seq>` and `_c_<uuid>-__WRIT__<seq>` nodes).
@@ -49,12 +48,16 @@ impl RwLock {
     /// A read/write lock at `path`, on the registry's default client. The path is checked
     /// when locking.
     pub fn new(path: impl Into<String>) -> Self {
-        Self { target: LockTarget::new(None, path.into()) }
+        Self::on(LockTarget::new(None, path.into()))
     }
 
     /// A read/write lock at `path` on `client`.
     pub fn with_client(client: &Client, path: impl Into<String>) -> Self {
-        Self { target: LockTarget::new(Some(client), path.into()) }
+        Self::on(LockTarget::new(Some(client), path.into()))
+    }
+
+    pub(crate) fn on(target: LockTarget) -> Self {
+        Self { target }
     }
 
     /// Sets the data of this lock's nodes (default: `host=.. pid=.. task=..`).
@@ -160,22 +163,22 @@ impl RwLock {
 
     pub(crate) async fn acquire_read(&self, patience: Patience) -> Result<ReadGuard> {
         let client = self.target.client().await?;
-        if let Some(hold) = Hold::held_by_current_task(&client, &self.target.key(READ_KIND)) {
+        if let Some(hold) = HeldNode::held_by_current_task(client.holds(), &self.target.key(Recipe::Read)) {
             return Ok(ReadGuard { hold: hold.reenter()? });
         }
-        if let Some(writer) = Hold::held_by_current_task(&client, &self.target.key(WRITE_KIND)) {
+        if let Some(writer) = HeldNode::held_by_current_task(client.holds(), &self.target.key(Recipe::Write)) {
             let downgrade = self.downgrade(&client, writer.reenter()?);
-            let hold = trace::acquisition(READ_KIND, &self.target.path, downgrade).await?;
+            let hold = trace::acquisition(Recipe::Read, &self.target.path, downgrade).await?;
             return Ok(ReadGuard { hold });
         }
-        let hold = self.target.acquire(&client, READ_KIND, &RW_READ, READ, patience).await?;
+        let hold = self.target.acquire(&client, Recipe::Read, patience).await?;
         Ok(ReadGuard { hold })
     }
 
     pub(crate) async fn acquire_write(&self, patience: Patience) -> Result<WriteGuard> {
         let client = self.target.client().await?;
-        let holds_write = Hold::held_by_current_task(&client, &self.target.key(WRITE_KIND)).is_some();
-        if !holds_write && Hold::held_by_current_task(&client, &self.target.key(READ_KIND)).is_some() {
+        let holds_write = HeldNode::held_by_current_task(client.holds(), &self.target.key(Recipe::Write)).is_some();
+        if !holds_write && HeldNode::held_by_current_task(client.holds(), &self.target.key(Recipe::Read)).is_some() {
             return Err(Error::WouldDeadlock {
                 path: self.target.path.clone(),
                 reason: "this task holds the read lock, and the write lock waits for every reader; \
@@ -183,20 +186,19 @@ impl RwLock {
                     .to_owned(),
             });
         }
-        let hold = self.target.acquire(&client, WRITE_KIND, &RW_WRITE, WRITE, patience).await?;
+        let hold = self.target.acquire(&client, Recipe::Write, patience).await?;
         Ok(WriteGuard { hold })
     }
 
     /// Takes the read lock while this task holds the write lock: the read node is created at
     /// the writer's own sequence (EPHEMERAL, not sequential, as Curator does since CURATOR-621),
     /// so writers queued behind us keep waiting after our write lock is released.
-    async fn downgrade(&self, client: &Client, writer: Arc<Hold>) -> Result<Arc<Hold>> {
+    async fn downgrade(&self, client: &Client, writer: Arc<HeldNode>) -> Result<Arc<HeldNode>> {
         let writer_name = writer.node_path.rsplit('/').next().unwrap_or_default();
-        let digits = sequence_digits(writer_name).ok_or_else(|| {
+        let prefix = new_protected_prefix();
+        let name = downgraded_read_name(&prefix, writer_name).ok_or_else(|| {
             Error::invalid_path(&writer.node_path, "the write lock node has no sequence; it was not made by a lock")
         })?;
-        let prefix = new_protected_prefix();
-        let name = format!("{prefix}{READ}{digits}");
         let node_path = format!("{}/{name}", self.target.path);
         let session = writer.session().clone();
         let losses_seen = session.health().losses;
@@ -206,8 +208,8 @@ impl RwLock {
         let token =
             create_downgrade_node(&session.zk, &node_path, &self.target.node_data(), client.node_acls()).await?;
         let granted =
-            Granted { session, node_path, token, losses_seen, own_watch: None, local: None, claim: Some(claim) };
-        Ok(Hold::new(client, READ_KIND, self.target.key(READ_KIND), &self.target.path, granted))
+            Grant { session, node_path, token, losses_seen, own_watch: None, local: None, claim: Some(claim) };
+        Ok(HeldNode::new(client.holds(), Recipe::Read, self.target.key(Recipe::Read), &self.target.path, granted))
     }
 }
 
@@ -215,12 +217,6 @@ impl fmt::Debug for RwLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RwLock").field("path", &self.target.path).finish_non_exhaustive()
     }
-}
-
-/// The sequence digits of a write node name, as the server wrote them (10, or 19 past `i32`).
-fn sequence_digits(name: &str) -> Option<&str> {
-    sequence_of(name, WRITE)?;
-    Some(&name[name.rfind(WRITE)? + WRITE.len()..])
 }
 
 /// Creates the downgrade's read node and returns its creation zxid. After a connection loss the
@@ -242,13 +238,13 @@ async fn create_downgrade_node(
     }
 }
 
-crate::guard::lock_guard! {
+crate::holds::guard::lock_guard! {
     /// Proof that this task holds the read side of an [`RwLock`]. Dropping it releases the lock
     /// in the background; [`release`](Self::release) reports whether it was still held.
     ReadGuard
 }
 
-crate::guard::lock_guard! {
+crate::holds::guard::lock_guard! {
     /// Proof that this task holds the write side of an [`RwLock`]. Dropping it releases the
     /// lock in the background; [`release`](Self::release) reports whether it was still held.
     WriteGuard

@@ -1,26 +1,22 @@
-//! Acquire: join the queue in one round trip, then wait with O(1) work per hand-off.
+//! A lock attempt on one session: join the queue in one round trip, then wait with O(1) work
+//! per hand-off.
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::watch;
-use tokio::time::Instant;
 use zookeeper_client::{Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType, MultiReadResult};
 
-use super::claim::Claim;
-use super::failed::Failed;
-use super::handoff;
-use super::local_nodes::{self, Fate, LocalNode};
-use super::node_name::{new_protected_prefix, sorted_nodes, QueueRules};
-use super::parents::create_containers;
-use super::pending::{find_protected, PendingNode};
-use super::retry::{broke_connection, until_connected, Reconnects};
-use crate::client::Client;
+use super::attempt::Attempt;
+use super::exclusive_grants;
+use super::local_handoff::{self, LocalHandoff, NodeFate};
+use super::not_granted::NotGranted;
+use super::own_watch::OwnNodeWatch;
+use super::ungranted::UngrantedNode;
 use crate::error::{Error, Result};
-use crate::node_watch::OwnWatch;
+use crate::layout::{new_protected_prefix, Queue};
 use crate::session::Session;
 use crate::trace;
+use crate::zk::{broke_connection, create_containers, find_protected, list_children, Reconnects};
 
 /// Above this many nodes ahead, checking them one by one in a multi-read costs more than
 /// listing the parent.
@@ -30,170 +26,84 @@ const MAX_PROBED_AT_ONCE: usize = 256;
 pub(crate) struct LockSpec<'a> {
     /// The lock path, already validated.
     pub path: &'a str,
-    /// The queue's rules.
-    pub rules: &'static QueueRules,
-    /// The name our node carries before its sequence: `lock-`, `__READ__`, ...
-    pub lock_name: &'static str,
+    /// The queue and the kind of node we make in it.
+    pub queue: &'static Queue,
     /// Node data: who holds or waits.
     pub data: &'a [u8],
 }
 
-/// How long an acquisition may wait.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Wait {
-    /// One attempt: `Busy` if anyone is ahead.
-    Once,
-    Until(Instant),
-    Forever,
-}
-
-impl Wait {
-    pub(crate) fn timeout(timeout: Option<Duration>) -> Self {
-        match timeout {
-            None => Self::Forever,
-            Some(d) if d.is_zero() => Self::Once,
-            Some(d) => Self::Until(Instant::now() + d),
-        }
-    }
-}
-
 /// A granted lock node.
-pub(crate) struct Granted {
+pub(crate) struct Grant {
     pub session: Arc<Session>,
     pub node_path: String,
     pub token: i64,
     /// The session's loss count when the lock was granted.
     pub losses_seen: u64,
     /// The watch on our node set while we waited, if we did.
-    pub own_watch: Option<OwnWatch>,
+    pub own_watch: Option<OwnNodeWatch>,
     /// How the waiters of this process behind our node learn of its deletion, if they can.
-    pub local: Option<Arc<LocalNode>>,
+    pub local: Option<Arc<LocalHandoff>>,
     /// Our responsibility for the node until ZooKeeper confirms it is gone.
-    pub claim: Option<Claim>,
+    pub claim: Option<super::Claim>,
 }
 
-/// Takes a place in the queue at `spec.path` and waits until the recipe's rule grants it.
-///
-/// Cancel safe: dropping the future removes our node in the background.
-pub(crate) async fn acquire(client: &Client, spec: &LockSpec<'_>, wait: Wait) -> Result<Granted> {
-    let started = Instant::now();
-    loop {
-        let session = session_within(client, wait, spec.path, started).await?;
+/// One try at a lock on one session: its node, from the `create` to the grant.
+pub(crate) struct LockAttempt<'a> {
+    session: Arc<Session>,
+    spec: &'a LockSpec<'a>,
+    acls: Acls<'a>,
+    may_wait: bool,
+    losses_seen: u64,
+    node: UngrantedNode,
+    own_watch: Option<OwnNodeWatch>,
+    /// The granted node's path and fencing token.
+    granted: Option<(String, i64)>,
+}
+
+impl<'a> LockAttempt<'a> {
+    /// An attempt on `session` whose node gets `acls`; with `may_wait` false it fails with
+    /// `Busy` rather than queue behind anyone.
+    pub(crate) fn new(session: Arc<Session>, spec: &'a LockSpec<'a>, acls: Acls<'a>, may_wait: bool) -> Self {
         let losses_seen = session.health().losses;
-        let mut pending = PendingNode::in_queue(session.clone(), spec.path, new_protected_prefix());
-        let mut own_watch = None;
-        let attempt = attempt(&session.zk, spec, client.node_acls(), &mut pending, &mut own_watch, wait);
-        let failed = match until_deadline(wait, while_usable(&session, attempt)).await {
-            Some(Ok((node_path, token))) => {
-                let (claim, local) = pending.grant();
-                return Ok(Granted { session, node_path, token, losses_seen, own_watch, local, claim });
-            }
-            Some(Err(failed)) => Some(failed),
-            None => None,
-        };
-        if let Some(Failed::SessionGone) = failed {
-            // The node goes with the session (ended, or retired and closed by its retirement);
-            // queue again on a new one if we can open it.
-            pending.let_go();
-            renewal(client, &session).await?;
-            continue;
-        }
-        session.unless_terminated(pending.remove()).await;
-        if let Some(error) = give_up(failed, spec.path, started) {
-            return Err(error);
-        }
+        let node = UngrantedNode::in_queue(session.clone(), spec.path, new_protected_prefix());
+        Self { session, spec, acls, may_wait, losses_seen, node, own_watch: None, granted: None }
     }
 }
 
-/// The error an acquisition returns after an attempt that ended without the lock (`None`: its
-/// wait ran out); `None` if it queues again. Its nodes are removed first either way, a vanished
-/// node too: deleting it again costs nothing if it is gone, and leaves nothing behind if not.
-pub(super) fn give_up(failed: Option<Failed>, path: &str, started: Instant) -> Option<Error> {
-    match failed {
-        None => Some(Error::Timeout { path: path.to_owned(), waited: started.elapsed() }),
-        Some(Failed::Busy) => Some(Error::Busy { path: path.to_owned() }),
-        Some(Failed::Error(error)) => Some(error.at_path(path)),
-        Some(Failed::NodeVanished | Failed::SessionGone) => None,
+impl Attempt for LockAttempt<'_> {
+    type Grant = Grant;
+
+    async fn run(&mut self) -> std::result::Result<(), NotGranted> {
+        let zk = &self.session.zk;
+        let (name, token, children) = join_queue(zk, self.spec, self.acls, &mut self.node).await?;
+        let waiting = Waiting { may_wait: self.may_wait, trace_entry: true, own_watch: Some(&mut self.own_watch) };
+        let node_path = wait_in_queue(zk, self.spec, &name, children, waiting).await?.ok_or(NotGranted::NodeVanished)?;
+        self.granted = Some((node_path, token));
+        Ok(())
     }
-}
 
-/// The outcome of `attempt`, or `None` if `wait`'s deadline passed first.
-pub(super) async fn until_deadline<T>(wait: Wait, attempt: impl Future<Output = T>) -> Option<T> {
-    match wait {
-        Wait::Until(deadline) => tokio::time::timeout_at(deadline, attempt).await.ok(),
-        Wait::Once | Wait::Forever => Some(attempt.await),
+    fn grant(mut self) -> Grant {
+        let (node_path, token) = self.granted.take().expect("granted after a successful run");
+        let (claim, local) = self.node.grant();
+        let Self { session, losses_seen, own_watch, .. } = self;
+        Grant { session, node_path, token, losses_seen, own_watch, local, claim }
     }
-}
 
-/// `attempt`, given up as `SessionGone` once `session` must not be used any more (it ended, or
-/// its locks were declared lost and it is being retired).
-pub(super) async fn while_usable<T>(
-    session: &Session,
-    attempt: impl Future<Output = std::result::Result<T, Failed>>,
-) -> std::result::Result<T, Failed> {
-    session.unless_terminated(attempt).await.unwrap_or(Err(Failed::SessionGone))
-}
-
-/// The longest pause between two attempts to open a session for a waiting acquisition.
-const MAX_RENEWAL_PAUSE: Duration = Duration::from_secs(2);
-
-/// After an attempt's session went: `Ok` if the client can open another one.
-pub(super) async fn renewal(client: &Client, old: &Session) -> Result<()> {
-    if !client.is_renewable() {
-        return Err(ZkError::SessionExpired.into());
+    fn let_go(mut self) {
+        self.node.let_go();
     }
-    if old.is_usable() {
-        // An error said the session ended: let its state catch up, so the client renews it.
-        let _ = until_connected(&old.zk).await;
-    }
-    Ok(())
-}
 
-/// The session of the next attempt: the client's, or a new one if it ended or was retired. The
-/// servers may be out of reach for a while (the partition that made us give the old session
-/// up), so opening one is tried again for as long as `wait` allows.
-pub(super) async fn session_within(client: &Client, wait: Wait, path: &str, started: Instant) -> Result<Arc<Session>> {
-    let timeout = || Error::Timeout { path: path.to_owned(), waited: started.elapsed() };
-    let mut pause = Duration::from_millis(50);
-    loop {
-        let opened = until_deadline(wait, client.session()).await.ok_or_else(timeout)?;
-        match opened {
-            Err(Error::Connect { .. }) if !matches!(wait, Wait::Once) => {
-                let retry_at = match wait {
-                    Wait::Until(deadline) if Instant::now() >= deadline => return Err(timeout()),
-                    Wait::Until(deadline) => deadline.min(Instant::now() + pause),
-                    Wait::Once | Wait::Forever => Instant::now() + pause,
-                };
-                tokio::time::sleep_until(retry_at).await;
-                pause = (pause * 2).min(MAX_RENEWAL_PAUSE);
-            }
-            opened => return opened,
-        }
+    async fn remove(mut self) {
+        self.node.remove().await;
     }
-}
-
-/// One attempt on one session. Returns the granted node's path and fencing token; if it had to
-/// wait, `own_watch` holds the watch on our node it set meanwhile.
-async fn attempt(
-    zk: &ZkClient,
-    spec: &LockSpec<'_>,
-    acls: Acls<'_>,
-    pending: &mut PendingNode,
-    own_watch: &mut Option<OwnWatch>,
-    wait: Wait,
-) -> std::result::Result<(String, i64), Failed> {
-    let (name, token, children) = join_queue(zk, spec, acls, pending).await?;
-    let waiting = Waiting { wait, trace_entry: true, own_watch: Some(own_watch) };
-    let node_path = wait_in_queue(zk, spec, &name, children, waiting).await?.ok_or(Failed::NodeVanished)?;
-    Ok((node_path, token))
 }
 
 /// The path of our node `name`, now granted; an exclusive grant is remembered for the waiters
 /// of this process behind it.
 fn granted(spec: &LockSpec<'_>, name: &str) -> String {
     let node_path = format!("{}/{name}", spec.path);
-    if spec.rules.exclusive {
-        handoff::granted_exclusively(&node_path);
+    if spec.queue.exclusive() {
+        exclusive_grants::granted_exclusively(&node_path);
     }
     node_path
 }
@@ -205,9 +115,9 @@ async fn join_queue(
     zk: &ZkClient,
     spec: &LockSpec<'_>,
     acls: Acls<'_>,
-    pending: &mut PendingNode,
-) -> std::result::Result<(String, i64, Vec<String>), Failed> {
-    let prefix_path = format!("{}/{}{}", spec.path, pending.prefix(), spec.lock_name);
+    pending: &mut UngrantedNode,
+) -> std::result::Result<(String, i64, Vec<String>), NotGranted> {
+    let prefix_path = format!("{}/{}{}", spec.path, pending.prefix(), spec.queue.lock_name());
     let options = CreateMode::EphemeralSequential.with_acls(acls);
     let mut reconnects = Reconnects::new(zk);
     loop {
@@ -217,7 +127,7 @@ async fn join_queue(
         let (created, listed) = tokio::join!(create, list);
         let (name, token) = match created {
             Ok((stat, sequence)) => {
-                let name = format!("{}{}{sequence}", pending.prefix(), spec.lock_name);
+                let name = format!("{}{}{sequence}", pending.prefix(), spec.queue.lock_name());
                 pending.created(&name);
                 (name, stat.czxid)
             }
@@ -247,24 +157,14 @@ async fn join_queue(
     }
 }
 
-pub(super) async fn list_children(zk: &ZkClient, path: &str) -> std::result::Result<Vec<String>, ZkError> {
-    let mut reconnects = Reconnects::new(zk);
-    loop {
-        match zk.list_children(path).await {
-            Err(error) => reconnects.wait(error).await?,
-            ok => return ok,
-        }
-    }
-}
-
 /// Waits until every node in `blockers` (ascending queue order) is gone, watching only the
 /// nearest one. New nodes always queue behind us, so the set only shrinks: no re-listing.
-async fn wait_until_gone(zk: &ZkClient, parent: &str, mut blockers: Vec<String>) -> std::result::Result<(), Failed> {
+async fn wait_until_gone(zk: &ZkClient, parent: &str, mut blockers: Vec<String>) -> std::result::Result<(), NotGranted> {
     while let Some(nearest) = blockers.last() {
         let nearest_path = format!("{parent}/{nearest}");
         until_deleted(zk, parent, nearest, &nearest_path).await?;
         blockers.pop();
-        if handoff::was_granted_exclusively(&nearest_path) {
+        if exclusive_grants::was_granted_exclusively(&nearest_path) {
             // Every node ahead of it was gone when it was granted.
             blockers.clear();
         } else {
@@ -277,22 +177,22 @@ async fn wait_until_gone(zk: &ZkClient, parent: &str, mut blockers: Vec<String>)
 /// Waits until the node `name` at `path` is deleted: told by its owner when it is a node of
 /// this process on our session, otherwise (or when the owner cannot tell) by a watch on the
 /// server.
-async fn until_deleted(zk: &ZkClient, parent: &str, name: &str, path: &str) -> std::result::Result<(), Failed> {
+async fn until_deleted(zk: &ZkClient, parent: &str, name: &str, path: &str) -> std::result::Result<(), NotGranted> {
     let mut reconnects = Reconnects::new(zk);
     loop {
-        if let Some(fate) = local_nodes::follow(parent, name, zk.session_id()) {
+        if let Some(fate) = local_handoff::follow(parent, name, zk.session_id()) {
             if deleted_locally(fate).await {
                 return Ok(());
             }
         }
         // `get_data` rather than `exists`: a watch on a missing node would never fire or go away.
         match zk.get_and_watch_data(path).await {
-            Ok((_, stat, _)) if stat.ephemeral_owner == 0 => return Err(Failed::Error(not_a_lock_node(parent, name))),
+            Ok((_, stat, _)) if stat.ephemeral_owner == 0 => return Err(NotGranted::Error(not_a_lock_node(parent, name))),
             Ok((_, _, watcher)) => {
                 let event = watcher.changed().await;
                 match event.event_type {
                     EventType::NodeDeleted => return Ok(()),
-                    EventType::Session if event.session_state.is_terminated() => return Err(Failed::SessionGone),
+                    EventType::Session if event.session_state.is_terminated() => return Err(NotGranted::SessionGone),
                     // Data changed, or a reconnect: watch again.
                     _ => {}
                 }
@@ -306,8 +206,8 @@ async fn until_deleted(zk: &ZkClient, parent: &str, name: &str, path: &str) -> s
 /// Waits until the owner of a node of this process settles its fate: `true` if ZooKeeper
 /// confirmed the deletion, `false` if the owner cannot tell. Our own session ending meanwhile is
 /// seen around the whole attempt (`while_usable`).
-async fn deleted_locally(mut fate: watch::Receiver<Fate>) -> bool {
-    matches!(fate.wait_for(|fate| *fate != Fate::Present).await.map(|fate| *fate), Ok(Fate::Deleted))
+async fn deleted_locally(mut fate: watch::Receiver<NodeFate>) -> bool {
+    matches!(fate.wait_for(|fate| *fate != NodeFate::Present).await.map(|fate| *fate), Ok(NodeFate::Deleted))
 }
 
 /// A node named like a lock node but not ephemeral: no session ends it, so waiting for it would
@@ -361,18 +261,18 @@ pub(super) async fn wait_for_grant(
     name: &str,
     children: Vec<String>,
 ) -> Result<bool> {
-    let waiting = Waiting { wait: Wait::Forever, trace_entry: false, own_watch: None };
+    let waiting = Waiting { may_wait: true, trace_entry: false, own_watch: None };
     match wait_in_queue(zk, spec, name, children, waiting).await {
         Ok(granted) => Ok(granted.is_some()),
-        Err(Failed::Error(error)) => Err(error),
-        Err(Failed::Busy | Failed::NodeVanished | Failed::SessionGone) => Err(ZkError::SessionExpired.into()),
+        Err(NotGranted::Error(error)) => Err(error),
+        Err(NotGranted::Busy | NotGranted::NodeVanished | NotGranted::SessionGone) => Err(ZkError::SessionExpired.into()),
     }
 }
 
 /// Resolves once our waiting node is gone, as its watch says and the server confirms after a
 /// `sync`: a watch re-set on a server that has not caught up yet can report a deletion that did
 /// not happen, and queueing again would then leave the node behind in the queue.
-async fn own_node_gone(zk: &ZkClient, own_watch: &mut OwnWatch, path: &str) {
+async fn own_node_gone(zk: &ZkClient, own_watch: &mut OwnNodeWatch, path: &str) {
     loop {
         own_watch.until_deleted(|_| {}).await;
         let synced = matches!(zk.sync(path).await, Ok(()) | Err(ZkError::NoNode));
@@ -384,11 +284,12 @@ async fn own_node_gone(zk: &ZkClient, own_watch: &mut OwnWatch, path: &str) {
 
 /// What a node waiting in the queue does besides waiting.
 struct Waiting<'a> {
-    wait: Wait,
+    /// `false`: fail with `Busy` rather than wait behind anyone.
+    may_wait: bool,
     /// Report the node's place in the queue when it is first seen.
     trace_entry: bool,
     /// Where to keep the watch on our own node, sent once we have to wait; `None`: not wanted.
-    own_watch: Option<&'a mut Option<OwnWatch>>,
+    own_watch: Option<&'a mut Option<OwnNodeWatch>>,
 }
 
 /// Waits until the node `name` holds the lock by the recipe's rule. `children` is a listing made
@@ -399,13 +300,13 @@ async fn wait_in_queue(
     name: &str,
     mut children: Vec<String>,
     mut waiting: Waiting<'_>,
-) -> std::result::Result<Option<String>, Failed> {
+) -> std::result::Result<Option<String>, NotGranted> {
     loop {
         // Only the nodes ahead are kept while we wait, not the whole listing.
         let blockers = {
-            let nodes = sorted_nodes(children, spec.rules.names);
+            let nodes = spec.queue.sorted(children);
             let Some(ours) = nodes.iter().position(|node| node.name == name) else { return Ok(None) };
-            let blockers = (spec.rules.blockers)(&nodes, ours);
+            let blockers = spec.queue.blockers(&nodes, ours);
             if std::mem::take(&mut waiting.trace_entry) {
                 trace::joined_queue(name, ours, blockers.len());
             }
@@ -414,14 +315,14 @@ async fn wait_in_queue(
         if blockers.is_empty() {
             return Ok(Some(granted(spec, name)));
         }
-        if let Wait::Once = waiting.wait {
-            return Err(Failed::Busy);
+        if !waiting.may_wait {
+            return Err(NotGranted::Busy);
         }
         if let Some(own_watch) = waiting.own_watch.as_deref_mut().filter(|watch| watch.is_none()) {
             // Sent now, with the watch on the node ahead, rather than after the hand-off.
-            *own_watch = Some(OwnWatch::send(zk, format!("{}/{name}", spec.path)));
+            *own_watch = Some(OwnNodeWatch::send(zk, format!("{}/{name}", spec.path)));
         }
-        let recheck = spec.rules.recheck_after.is_some_and(|kind| blockers.iter().any(|b| b.contains(kind)));
+        let recheck = spec.queue.recheck_after().is_some_and(|kind| blockers.iter().any(|b| b.contains(kind)));
         let ahead_gone = wait_until_gone(zk, spec.path, blockers);
         let own_path = format!("{}/{name}", spec.path);
         match waiting.own_watch.as_deref_mut().and_then(Option::as_mut) {

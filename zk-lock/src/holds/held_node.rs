@@ -1,4 +1,5 @@
-//! A granted lock node: watched for loss while held, deleted exactly once when let go.
+//! A held node: a granted lock node, watched for loss while held, deleted exactly once when
+//! let go.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -7,19 +8,25 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use zookeeper_client::Error as ZkError;
 
+use super::loss_watch::{watch_for_loss, NodeState};
+use super::table::Table;
 use crate::background;
-use crate::client::Client;
-use crate::engine::{delete_with_retry, Claim, Granted, LocalNode};
+use crate::engine::{Claim, Grant, LocalHandoff};
 use crate::error::{Error, LostReason, Result};
-use crate::node_watch::{watch_own_node, NodeState};
+use crate::layout::Recipe;
 use crate::session::Session;
 use crate::trace;
+use crate::zk::delete_with_retry;
+
+/// The held nodes of one client, for re-entrant acquisition.
+pub(crate) type HoldTable = Table<HeldNode>;
 
 /// One granted lock node, shared by the guards of re-entrant acquisitions: it is deleted when
 /// the last of them is released or dropped.
-pub(crate) struct Hold {
-    client: Client,
-    /// Key in the client's re-entrancy table.
+pub(crate) struct HeldNode {
+    /// The re-entrancy table of the client it was acquired through.
+    table: Arc<HoldTable>,
+    /// Key in that table.
     key: String,
     /// Who acquired it: re-entry by the same owner takes no new node.
     pub owner: Owner,
@@ -30,22 +37,22 @@ pub(crate) struct Hold {
     /// The session's loss count when the lock was granted.
     losses_seen: u64,
     /// What the tracing events say about this hold.
-    trace: trace::Held,
+    trace: trace::HoldTrace,
     state: watch::Receiver<NodeState>,
     /// Set before our own delete is sent, so the node watch takes that delete for a release.
     released: Arc<AtomicBool>,
     /// Tells the waiters of this process behind our node when it is deleted.
-    local: Option<Arc<LocalNode>>,
+    local: Option<Arc<LocalHandoff>>,
     /// Our responsibility for the node until ZooKeeper confirms it is gone.
     claim: Option<Claim>,
 }
 
-impl Hold {
-    pub(crate) fn new(client: &Client, recipe: &'static str, key: String, path: &str, granted: Granted) -> Arc<Self> {
+impl HeldNode {
+    pub(crate) fn new(table: &Arc<HoldTable>, recipe: Recipe, key: String, path: &str, granted: Grant) -> Arc<Self> {
         trace::granted(&granted.node_path, granted.token);
-        let trace = trace::Held::new(recipe, path, &granted.node_path);
+        let trace = trace::HoldTrace::new(recipe, path, &granted.node_path);
         let released = Arc::new(AtomicBool::new(false));
-        let state = watch_own_node(
+        let state = watch_for_loss(
             &granted.session,
             &granted.node_path,
             granted.losses_seen,
@@ -55,7 +62,7 @@ impl Hold {
             granted.local.clone(),
         );
         let hold = Arc::new(Self {
-            client: client.clone(),
+            table: table.clone(),
             key,
             owner: Owner::current(),
             path: path.to_owned(),
@@ -69,14 +76,14 @@ impl Hold {
             local: granted.local,
             claim: granted.claim,
         });
-        client.holds().insert(hold.key.clone(), Arc::downgrade(&hold));
+        table.insert(&hold.key, &hold);
         hold
     }
 
-    /// The hold this task already has at `key` on `client`, for re-entrant acquisition.
-    pub(crate) fn held_by_current_task(client: &Client, key: &str) -> Option<Arc<Self>> {
-        let hold = client.holds().get(key)?.upgrade()?;
-        (hold.owner == Owner::current()).then_some(hold)
+    /// The node this task already holds at `key` in `table`, for re-entrant acquisition.
+    pub(crate) fn held_by_current_task(table: &HoldTable, key: &str) -> Option<Arc<Self>> {
+        let held = table.get(key)?;
+        (held.owner == Owner::current()).then_some(held)
     }
 
     /// The session the lock was granted on.
@@ -192,11 +199,7 @@ impl Hold {
         if self.released.swap(true, Ordering::AcqRel) {
             return None;
         }
-        let mut holds = self.client.holds();
-        if holds.get(&self.key).is_some_and(|entry| std::ptr::eq(entry.as_ptr(), self)) {
-            holds.remove(&self.key);
-        }
-        drop(holds);
+        self.table.remove(&self.key, self);
         let delete = delete_with_retry(&self.session.zk, self.node_path.clone());
         let (claim, local) = (self.claim.take(), self.local.clone());
         Some(async move {
@@ -239,7 +242,7 @@ impl Owner {
     }
 }
 
-impl Drop for Hold {
+impl Drop for HeldNode {
     fn drop(&mut self) {
         // The delete request is sent here, in order; its reply is awaited in the background.
         if let Some(delete) = self.start_release() {

@@ -11,84 +11,31 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use zookeeper_client::{Client as ZkClient, Error as ZkError, MultiReadResult, Stat};
 
 use crate::client::Client;
-use crate::engine::node_name::{sequence_of, READ, WRITE};
-use crate::engine::Reconnects;
+use crate::layout::{classify, ParticipantKind, PLACES};
+use crate::zk::Reconnects;
 use crate::error::Result;
 use crate::holder::HolderDescription;
 use crate::path::validate_lock_path;
 use crate::registry::default_client;
 
-/// The recipe a lock node belongs to, told by its name and place.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ParticipantKind {
-    /// `P/_c_<uuid>-lock-<seq>`: a [`Mutex`](crate::Mutex), Curator's `InterProcessMutex`.
-    Mutex,
-    /// `P/_c_<uuid>-__READ__<seq>`: the read side of a read/write lock (Curator's
-    /// `InterProcessReadWriteLock`).
-    Read,
-    /// `P/_c_<uuid>-__WRIT__<seq>`: the write side of a read/write lock.
-    Write,
-    /// `P/leases/_c_<uuid>-lease-<seq>`: a semaphore lease (Curator's `InterProcessSemaphoreV2`,
-    /// also behind `InterProcessSemaphoreMutex`).
-    Lease,
-    /// `P/locks/_c_<uuid>-lock-<seq>`: a request for a semaphore lease, queued in the semaphore's
-    /// internal mutex.
-    LeaseRequest,
-    /// `P/<uuid>__lock__<seq>`: kazoo's `Lock`, or its `WriteLock`, which uses the same name.
-    KazooLock,
-    /// `P/<uuid>__rlock__<seq>`: kazoo's `ReadLock`.
-    KazooRead,
-    /// An ephemeral node whose name ends in a server sequence but follows no known layout:
-    /// another recipe's contender, whose rules are unknown.
-    Unknown,
-}
-
-impl ParticipantKind {
-    /// A short lowercase name: `mutex`, `read`, `write`, `lease`, `lease-request`, `kazoo-lock`,
-    /// `kazoo-read` or `unknown`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Mutex => "mutex",
-            Self::Read => "read",
-            Self::Write => "write",
-            Self::Lease => "lease",
-            Self::LeaseRequest => "lease-request",
-            Self::KazooLock => "kazoo-lock",
-            Self::KazooRead => "kazoo-read",
-            Self::Unknown => "unknown",
-        }
+/// The role of a node of `kind` at `sequence`, given the earliest sequence of each kind under
+/// the same parent: it waits if a kind it waits for ([`ParticipantKind::waits_for`], the rule
+/// the engine grants by) has a node strictly earlier. Strictly: a read node made by a downgrade
+/// shares its writer's sequence and holds alongside it.
+fn role(kind: ParticipantKind, sequence: u64, earliest: &HashMap<ParticipantKind, u64>) -> Role {
+    match kind {
+        // The lease count is not in the nodes: every lease present is taken as granted.
+        ParticipantKind::Lease => return Role::Holder,
+        // Even the first request only holds the internal mutex while it waits for a lease.
+        ParticipantKind::LeaseRequest => return Role::Waiter,
+        ParticipantKind::Unknown => return Role::Unknown,
+        _ => {}
     }
-
-    /// The role of a node of this kind at `sequence`, given the earliest sequence of each kind
-    /// under the same parent. Strictly earlier: a read node made by a downgrade shares its
-    /// writer's sequence and holds alongside it.
-    fn role(self, sequence: u64, earliest: &HashMap<Self, u64>) -> Role {
-        let blockers: &[Self] = match self {
-            Self::Mutex => &[Self::Mutex],
-            Self::Read => &[Self::Write],
-            Self::Write => &[Self::Read, Self::Write],
-            // kazoo's plain `Lock` ignores `__rlock__` nodes, but only a `WriteLock` (same node
-            // name) shares a path with readers, so use the write rule.
-            Self::KazooLock => &[Self::KazooLock, Self::KazooRead],
-            Self::KazooRead => &[Self::KazooLock],
-            // The lease count is not in the nodes: every lease present is taken as granted.
-            Self::Lease => return Role::Holder,
-            Self::LeaseRequest => return Role::Waiter,
-            Self::Unknown => return Role::Unknown,
-        };
-        let blocked = blockers.iter().any(|kind| earliest.get(kind).is_some_and(|&first| first < sequence));
-        if blocked {
-            Role::Waiter
-        } else {
-            Role::Holder
-        }
-    }
-}
-
-impl fmt::Display for ParticipantKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+    let blocked = earliest.iter().any(|(&other, &first)| kind.waits_for(other) && first < sequence);
+    if blocked {
+        Role::Waiter
+    } else {
+        Role::Holder
     }
 }
 
@@ -230,29 +177,6 @@ fn mark_waiting_lease(participants: &mut [Participant]) {
     }
 }
 
-/// Where a lock's nodes live, relative to the lock path, and the node names found there.
-struct Place {
-    suffix: &'static str,
-    names: &'static [(&'static str, ParticipantKind)],
-}
-
-/// In result order. Curator's semaphore keeps leases in `P/leases` and queues requests for them
-/// in an internal mutex at `P/locks`; every other recipe's nodes are children of `P`.
-const PLACES: [Place; 3] = [
-    Place {
-        suffix: "",
-        names: &[
-            ("lock-", ParticipantKind::Mutex),
-            (READ, ParticipantKind::Read),
-            (WRITE, ParticipantKind::Write),
-            ("__lock__", ParticipantKind::KazooLock),
-            ("__rlock__", ParticipantKind::KazooRead),
-        ],
-    },
-    Place { suffix: "/leases", names: &[("lease-", ParticipantKind::Lease)] },
-    Place { suffix: "/locks", names: &[("lock-", ParticipantKind::LeaseRequest)] },
-];
-
 /// Caps the paths of one multi-read, in bytes, far below ZooKeeper's default 1 MiB packet limit
 /// (`jute.maxbuffer`), which would otherwise close the connection. Any ordinary queue fits one.
 const MAX_PATH_BYTES_PER_READ: usize = 256 * 1024;
@@ -273,7 +197,7 @@ pub(crate) async fn read_participants(zk: &ZkClient, path: &str) -> Result<Vec<P
     let mut listed = Vec::new();
     for (place, (parent, listing)) in parents.iter().zip(listings).enumerate() {
         for node_name in children(listing)? {
-            if let Some((kind, sequence)) = classify(PLACES[place].names, &node_name) {
+            if let Some((kind, sequence)) = classify(PLACES[place].kinds, &node_name) {
                 let node_path = format!("{parent}/{node_name}");
                 listed.push(Listed { place, node_path, node_name, kind, sequence });
             }
@@ -297,7 +221,7 @@ pub(crate) async fn read_participants(zk: &ZkClient, path: &str) -> Result<Vec<P
     // Only kinds living directly under `path` consult this, so one map serves all places.
     let earliest = earliest_by_kind(present.iter().map(|(node, ..)| (node.kind, node.sequence)));
     let participants = present.into_iter().map(|(node, data, stat)| {
-        let role = node.kind.role(node.sequence, &earliest);
+        let role = role(node.kind, node.sequence, &earliest);
         participant(node, role, data, &stat, now)
     });
     Ok(participants.collect())
@@ -311,29 +235,6 @@ fn earliest_by_kind(nodes: impl IntoIterator<Item = (ParticipantKind, u64)>) -> 
         *first = (*first).min(sequence);
     }
     earliest
-}
-
-/// The kind and sequence of a child named like one of `names`, or like some other recipe's
-/// sequential node.
-fn classify(names: &[(&str, ParticipantKind)], name: &str) -> Option<(ParticipantKind, u64)> {
-    names
-        .iter()
-        .find_map(|&(lock_name, kind)| Some((kind, sequence_of(name, lock_name)?)))
-        .or_else(|| Some((ParticipantKind::Unknown, trailing_sequence(name)?)))
-}
-
-/// Whether `name` ends in a server sequence number (at least 10 digits), as every lock node
-/// of every known recipe does.
-pub(crate) fn has_sequence(name: &str) -> bool {
-    trailing_sequence(name).is_some()
-}
-
-fn trailing_sequence(name: &str) -> Option<u64> {
-    let digits = &name[name.trim_end_matches(|c: char| c.is_ascii_digit()).len()..];
-    if digits.len() < 10 {
-        return None;
-    }
-    digits.parse().ok()
 }
 
 fn participant(node: Listed, role: Role, data: Vec<u8>, stat: &Stat, now: SystemTime) -> Participant {
@@ -425,24 +326,7 @@ mod tests {
 
     fn roles(nodes: &[(ParticipantKind, u64)]) -> Vec<Role> {
         let earliest = earliest_by_kind(nodes.iter().copied());
-        nodes.iter().map(|&(kind, sequence)| kind.role(sequence, &earliest)).collect()
-    }
-
-    #[test]
-    fn recognises_curator_and_kazoo_names() {
-        let main = PLACES[0].names;
-        let uuid = "0f8e7d6c-1b2a-4c3d-8e9f-000000000000";
-        assert_eq!(classify(main, &format!("_c_{uuid}-lock-0000000042")), Some((Mutex, 42)));
-        assert_eq!(classify(main, &format!("_c_{uuid}-__READ__0000000003")), Some((Read, 3)));
-        assert_eq!(classify(main, &format!("_c_{uuid}-__WRIT__0000000004")), Some((Write, 4)));
-        assert_eq!(classify(main, "4b1f0c2d9e8a7b6c5d4e3f2a1b0c9d8e__lock__0000000005"), Some((KazooLock, 5)));
-        assert_eq!(classify(main, "4b1f0c2d9e8a7b6c5d4e3f2a1b0c9d8e__rlock__0000000006"), Some((KazooRead, 6)));
-        assert_eq!(classify(main, "latch-0000000007"), Some((Unknown, 7)));
-        assert_eq!(classify(main, "leases"), None);
-        assert_eq!(classify(main, "locks"), None);
-        assert_eq!(classify(main, "4b1f0c2d9e8a7b6c5d4e3f2a1b0c9d8e"), None, "kazoo lease: no sequence");
-        assert_eq!(classify(PLACES[1].names, &format!("_c_{uuid}-lease-0000000008")), Some((Lease, 8)));
-        assert_eq!(classify(PLACES[2].names, &format!("_c_{uuid}-lock-0000000009")), Some((LeaseRequest, 9)));
+        nodes.iter().map(|&(kind, sequence)| role(kind, sequence, &earliest)).collect()
     }
 
     #[test]
@@ -473,13 +357,5 @@ mod tests {
         use Role::{Holder, Waiter};
         let nodes = [(KazooLock, 1), (Mutex, 2), (Unknown, 3), (Mutex, 4), (Lease, 1), (LeaseRequest, 1)];
         assert_eq!(roles(&nodes), [Holder, Holder, Role::Unknown, Waiter, Holder, Waiter]);
-    }
-
-    #[test]
-    fn trailing_sequences_need_ten_digits() {
-        assert!(has_sequence("x-0000000001"));
-        assert!(has_sequence("_c_ab-__READ__0000000005"));
-        assert!(!has_sequence("x-000000001"));
-        assert!(!has_sequence("orders"));
     }
 }

@@ -1,20 +1,15 @@
-//! The node of an acquisition that has not been granted yet, and its removal on every way out:
+//! The node of an attempt that has not been granted yet, and its removal on every way out:
 //! timeout, `Busy`, error, or the acquire future being dropped mid-flight.
 
 use std::sync::Arc;
 
-use zookeeper_client::{Client as ZkClient, Error as ZkError};
-
-use super::acquire::list_children;
 use super::claim::Claim;
-use super::local_nodes::{self, LocalNode};
-use super::retry::Reconnects;
+use super::local_handoff::{self, LocalHandoff};
 use crate::background;
 use crate::session::Session;
-use crate::trace;
 
 /// Tracks our queue node from the moment its `create` is sent until the lock is granted.
-pub(super) struct PendingNode {
+pub(super) struct UngrantedNode {
     session: Arc<Session>,
     parent: String,
     /// `_c_<uuid>-`: finds the node when the reply to `create` never arrived.
@@ -22,18 +17,18 @@ pub(super) struct PendingNode {
     /// A `create` was sent, and ZooKeeper has not confirmed that the node is gone. The claim
     /// knows the node's name once the reply to the `create` arrived.
     claim: Option<Claim>,
-    /// Whether waiters of this process may follow the node through [`local_nodes`].
+    /// Whether waiters of this process may follow the node through [`local_handoff`].
     shared_locally: bool,
-    local: Option<Arc<LocalNode>>,
+    local: Option<Arc<LocalHandoff>>,
 }
 
-impl PendingNode {
+impl UngrantedNode {
     pub(super) fn new(session: Arc<Session>, parent: &str, prefix: String) -> Self {
         Self { session, parent: parent.to_owned(), prefix, claim: None, shared_locally: false, local: None }
     }
 
     /// A node in a lock queue, which other waiters on its session may wait behind: they follow
-    /// it through [`local_nodes`]. Its owner must watch it while it waits (see
+    /// it through [`local_handoff`]. Its owner must watch it while it waits (see
     /// `acquire::wait_in_queue`), so that a deletion by someone else settles its fate.
     pub(super) fn in_queue(session: Arc<Session>, parent: &str, prefix: String) -> Self {
         let mut node = Self::new(session, parent, prefix);
@@ -51,7 +46,7 @@ impl PendingNode {
             // The previous attempt's registration (same prefix) goes first.
             self.local = None;
             let session = self.session.zk.session_id();
-            self.local = Some(local_nodes::register(&self.parent, &self.prefix, session));
+            self.local = Some(local_handoff::register(&self.parent, &self.prefix, session));
         }
         if self.claim.is_none() {
             self.claim = Some(Claim::new(&self.session, &self.parent, &self.prefix));
@@ -81,7 +76,7 @@ impl PendingNode {
 
     /// The node is granted: it is no longer ours to remove. Returns its claim, and how whoever
     /// holds it now tells the waiters of this process behind it what becomes of it.
-    pub(super) fn grant(&mut self) -> (Option<Claim>, Option<Arc<LocalNode>>) {
+    pub(super) fn grant(&mut self) -> (Option<Claim>, Option<Arc<LocalHandoff>>) {
         (self.claim.take(), self.local.take())
     }
 
@@ -115,54 +110,10 @@ impl PendingNode {
     }
 }
 
-impl Drop for PendingNode {
+impl Drop for UngrantedNode {
     fn drop(&mut self) {
         // The acquire future was dropped mid-flight.
         self.remove_in_background();
-    }
-}
-
-/// Looks for the node whose name starts with `prefix` under `parent`: the node a `create`
-/// made before its reply was lost. Returns its name and creation zxid.
-///
-/// Only a node owned by this very session counts (CURATOR-604): a node with our prefix owned by
-/// another session was made by an earlier session of ours, whose end deletes it, and taking it
-/// for ours would grant a lock that a dying session holds.
-pub(super) async fn find_protected(
-    zk: &ZkClient,
-    parent: &str,
-    prefix: &str,
-) -> Result<Option<(String, i64)>, ZkError> {
-    let mut reconnects = Reconnects::new(zk);
-    'search: loop {
-        // After a reconnect we may talk to another server than the one that took the create,
-        // and a follower can lag the leader: `sync` makes it catch up before it lists.
-        match zk.sync(parent).await {
-            Ok(()) | Err(ZkError::NoNode) => {}
-            Err(error) => {
-                reconnects.wait(error).await?;
-                continue;
-            }
-        }
-        let children = match list_children(zk, parent).await {
-            Ok(children) => children,
-            Err(ZkError::NoNode) => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        for name in children.into_iter().filter(|child| child.starts_with(prefix)) {
-            match zk.get_data(&format!("{parent}/{name}")).await {
-                Ok((_, stat)) if stat.ephemeral_owner == zk.session_id().0 => {
-                    trace::found_again(parent, &name);
-                    return Ok(Some((name, stat.czxid)));
-                }
-                Ok(_) | Err(ZkError::NoNode) => {}
-                Err(error) => {
-                    reconnects.wait(error).await?;
-                    continue 'search;
-                }
-            }
-        }
-        return Ok(None);
     }
 }
 
@@ -170,10 +121,11 @@ pub(super) async fn find_protected(
 /// engine must find it by prefix, with its token, and remove it without knowing its name.
 #[cfg(all(test, feature = "testing"))]
 mod tests {
-    use zookeeper_client::{Acls, CreateMode};
+    use zookeeper_client::{Acls, Client as ZkClient, CreateMode};
 
     use super::*;
-    use crate::engine::node_name::new_protected_prefix;
+    use crate::layout::new_protected_prefix;
+    use crate::zk::find_protected;
     use crate::testing::shared_server;
 
     #[tokio::test]
@@ -192,7 +144,7 @@ mod tests {
         assert!(name.starts_with(&prefix), "{name}");
         assert_eq!(token, stat.czxid);
 
-        let mut pending = PendingNode::new(Session::new(zk.clone(), None), parent, prefix.clone());
+        let mut pending = UngrantedNode::new(Session::new(zk.clone(), None), parent, prefix.clone());
         pending.sent();
         pending.remove().await;
         let left = zk.list_children(parent).await.unwrap();
@@ -200,26 +152,5 @@ mod tests {
         assert!(!left[0].starts_with(&prefix));
         assert!(other.czxid > stat.czxid);
         assert_eq!(find_protected(&zk, parent, &prefix).await.unwrap(), None);
-    }
-
-    /// CURATOR-604: after a reconnect, a node found by our prefix is ours only if our current
-    /// session owns it. A node with the same prefix made by another session (an earlier session
-    /// of ours that has not ended yet) must not be taken for ours.
-    #[tokio::test]
-    async fn a_node_with_our_prefix_owned_by_another_session_is_not_ours() {
-        let connect = shared_server().connect_string();
-        let ours = ZkClient::connect(&connect).await.unwrap();
-        let earlier = ZkClient::connect(&connect).await.unwrap();
-        let parent = "/unit-pending-curator-604";
-        let container = CreateMode::Container.with_acls(Acls::anyone_all());
-        ours.mkdir(parent, &container).await.unwrap();
-        let prefix = new_protected_prefix();
-        let sequential = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
-        earlier.create(&format!("{parent}/{prefix}lock-"), b"", &sequential).await.unwrap();
-
-        assert_eq!(find_protected(&ours, parent, &prefix).await.unwrap(), None, "another session's node");
-        let (stat, _) = ours.create(&format!("{parent}/{prefix}lock-"), b"", &sequential).await.unwrap();
-        let (name, token) = find_protected(&ours, parent, &prefix).await.unwrap().expect("our own node");
-        assert_eq!(token, stat.czxid, "{name}: ours, not the earlier session's");
     }
 }

@@ -11,7 +11,7 @@ use zookeeper_client::{Acls, Client as ZkClient, CreateMode, Error as ZkError, E
 
 use crate::background;
 use crate::client::Client;
-use crate::engine::{create_containers, Reconnects};
+use crate::zk::{create_containers, Reconnects};
 use crate::error::{Error, Result};
 use crate::path::validate_lock_path;
 use crate::registry;

@@ -1,6 +1,6 @@
 //! The methods every lock guard shares, generated once for each guard type.
 
-/// Defines a guard type around an [`Arc<Hold>`](crate::hold::Hold): release, fencing token,
+/// Defines a guard type around an [`Arc<HeldNode>`](crate::holds::HeldNode): release, fencing token,
 /// node path, loss and revocation, `Debug`. Each recipe keeps its own named type, as tokio's do.
 macro_rules! lock_guard {
     ($(#[$meta:meta])* $name:ident) => {
@@ -8,7 +8,7 @@ macro_rules! lock_guard {
         #[must_use = "the lock is released as soon as the guard is dropped"]
         #[clippy::has_significant_drop]
         pub struct $name {
-            pub(crate) hold: ::std::sync::Arc<$crate::hold::Hold>,
+            pub(crate) hold: ::std::sync::Arc<$crate::holds::HeldNode>,
         }
 
         impl $name {
@@ -24,7 +24,7 @@ macro_rules! lock_guard {
             ///
             /// Cancel safe: the delete is sent before the first await and retried in the background.
             pub async fn release(self) -> $crate::Result<()> {
-                $crate::hold::Hold::release_shared(self.hold).await
+                $crate::holds::HeldNode::release_shared(self.hold).await
             }
 
             /// The fencing token: the lock node's creation zxid. It grows with every grant of every

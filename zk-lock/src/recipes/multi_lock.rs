@@ -8,10 +8,10 @@ use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::error::{Error, LostReason, Result};
-use crate::hold::Hold;
-use crate::mutex::Mutex;
-use crate::rwlock::RwLock;
-use crate::target::Patience;
+use crate::holds::HeldNode;
+use super::mutex::Mutex;
+use super::rwlock::RwLock;
+use super::patience::Patience;
 
 /// One lock of a [`MultiLock`].
 #[derive(Clone, Debug)]
@@ -43,7 +43,7 @@ impl MultiMember {
         }
     }
 
-    async fn acquire(&self, patience: Patience) -> Result<Arc<Hold>> {
+    async fn acquire(&self, patience: Patience) -> Result<Arc<HeldNode>> {
         match self {
             Self::Mutex(mutex) => Ok(mutex.acquire(patience).await?.hold),
             Self::Read(lock) => Ok(lock.acquire_read(patience).await?.hold),
@@ -113,7 +113,7 @@ impl MultiLock {
     /// Cancel safe: the locks taken so far are released in the background, and the pending one
     /// removes its queue node.
     pub async fn lock(&self) -> Result<MultiGuard> {
-        self.acquire(None, Patience::Default).await
+        self.acquire(Patience::Default).await
     }
 
     /// Waits for every lock, for at most `timeout` in all; a zero timeout makes one attempt.
@@ -126,10 +126,7 @@ impl MultiLock {
     ///
     /// Cancel safe, as [`lock`](Self::lock).
     pub async fn lock_timeout(&self, timeout: Duration) -> Result<MultiGuard> {
-        if timeout.is_zero() {
-            return self.try_lock().await;
-        }
-        self.acquire(Some(Instant::now() + timeout), Patience::Timeout(timeout)).await
+        self.acquire(Patience::Timeout(timeout)).await
     }
 
     /// Takes every lock if each is free, one attempt each.
@@ -143,11 +140,17 @@ impl MultiLock {
     ///
     /// Cancel safe, as [`lock`](Self::lock).
     pub async fn try_lock(&self) -> Result<MultiGuard> {
-        self.acquire(None, Patience::Once).await
+        self.acquire(Patience::Once).await
     }
 
-    async fn acquire(&self, deadline: Option<Instant>, patience: Patience) -> Result<MultiGuard> {
+    /// Takes every lock, a timeout counting for all of them together.
+    pub(crate) async fn acquire(&self, patience: Patience) -> Result<MultiGuard> {
         let started = Instant::now();
+        let (deadline, patience) = match patience {
+            Patience::Timeout(timeout) if timeout.is_zero() => (None, Patience::Once),
+            Patience::Timeout(timeout) => (Some(started + timeout), patience),
+            other => (None, other),
+        };
         // Dropping the guard on an early return releases what was taken, in reverse order.
         let mut taken = MultiGuard { holds: Vec::with_capacity(self.members.len()) };
         for member in &self.members {
@@ -175,7 +178,7 @@ impl MultiLock {
 #[must_use = "the locks are released as soon as the guard is dropped"]
 #[clippy::has_significant_drop]
 pub struct MultiGuard {
-    holds: Vec<Arc<Hold>>,
+    holds: Vec<Arc<HeldNode>>,
 }
 
 impl MultiGuard {
@@ -192,7 +195,7 @@ impl MultiGuard {
     pub async fn release(mut self) -> Result<()> {
         let mut first_error = None;
         while let Some(hold) = self.holds.pop() {
-            if let Err(error) = Hold::release_shared(hold).await {
+            if let Err(error) = HeldNode::release_shared(hold).await {
                 first_error.get_or_insert(error);
             }
         }

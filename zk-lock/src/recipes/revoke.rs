@@ -7,8 +7,8 @@ use zookeeper_client::{Client as ZkClient, Error as ZkError, Stat};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::node_watch::REVOKE_MESSAGE;
-use crate::participants::{has_sequence, read_participants, Role};
+use crate::layout::{trailing_sequence, REVOKE_MESSAGE};
+use super::participants::{read_participants, Role};
 use crate::path::validate_lock_path;
 use crate::registry::default_client;
 
@@ -98,7 +98,7 @@ pub async fn revoke_with(client: &Client, path: &str) -> Result<usize> {
 pub async fn revoke_node(client: &Client, node_path: &str) -> Result<()> {
     validate_lock_path(node_path)?;
     let name = node_path.rsplit('/').next().unwrap_or_default();
-    if !has_sequence(name) {
+    if trailing_sequence(name).is_none() {
         return Err(Error::invalid_path(
             node_path,
             format!(
@@ -120,7 +120,7 @@ async fn finish_write(
     node_path: &str,
     first: impl Future<Output = std::result::Result<Stat, ZkError>>,
 ) -> std::result::Result<(), ZkError> {
-    let mut reconnects = crate::engine::Reconnects::new(zk);
+    let mut reconnects = crate::zk::Reconnects::new(zk);
     let mut result = first.await;
     while let Err(error) = result {
         reconnects.wait(error).await?;

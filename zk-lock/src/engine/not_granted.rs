@@ -4,7 +4,7 @@ use zookeeper_client::Error as ZkError;
 
 use crate::error::Error;
 
-pub(super) enum Failed {
+pub(crate) enum NotGranted {
     /// Someone is ahead (or the semaphore is full) and the caller allowed one attempt only.
     Busy,
     /// The session died while we waited; a new session may succeed.
@@ -14,7 +14,7 @@ pub(super) enum Failed {
     Error(Error),
 }
 
-impl From<ZkError> for Failed {
+impl From<ZkError> for NotGranted {
     fn from(error: ZkError) -> Self {
         match error {
             ZkError::SessionExpired | ZkError::ClientClosed => Self::SessionGone,
@@ -23,7 +23,7 @@ impl From<ZkError> for Failed {
     }
 }
 
-impl From<Error> for Failed {
+impl From<Error> for NotGranted {
     fn from(error: Error) -> Self {
         match error {
             Error::Zookeeper(ZkError::SessionExpired | ZkError::ClientClosed) => Self::SessionGone,

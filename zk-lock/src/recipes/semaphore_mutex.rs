@@ -5,12 +5,11 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::hold::Hold;
-use crate::semaphore::Semaphore;
-use crate::target::Patience;
-
-/// The key of a held semaphore mutex in the client's table of holds.
-const KIND: &str = "semaphore-mutex";
+use crate::holds::HeldNode;
+use crate::layout::Recipe;
+use super::semaphore::Semaphore;
+use super::target::LockTarget;
+use super::patience::Patience;
 
 /// A distributed mutex that is not re-entrant, compatible with Curator's
 /// `InterProcessSemaphoreMutex`: a [`Semaphore`] with one lease, same node layout
@@ -38,12 +37,16 @@ pub struct SemaphoreMutex {
 impl SemaphoreMutex {
     /// A mutex at `path`, on the registry's default client. The path is checked when locking.
     pub fn new(path: impl Into<String>) -> Self {
-        Self { semaphore: Semaphore::new(path, 1) }
+        Self::on(LockTarget::new(None, path.into()))
     }
 
     /// A mutex at `path` on `client`.
     pub fn with_client(client: &Client, path: impl Into<String>) -> Self {
-        Self { semaphore: Semaphore::with_client(client, path, 1) }
+        Self::on(LockTarget::new(Some(client), path.into()))
+    }
+
+    pub(crate) fn on(target: LockTarget) -> Self {
+        Self { semaphore: Semaphore::on(target, 1) }
     }
 
     /// Sets the data of the lease nodes (default: `host=.. pid=.. task=..`).
@@ -110,11 +113,11 @@ impl SemaphoreMutex {
         self.acquire(Patience::Once).await
     }
 
-    async fn acquire(&self, patience: Patience) -> Result<SemaphoreMutexGuard> {
+    pub(crate) async fn acquire(&self, patience: Patience) -> Result<SemaphoreMutexGuard> {
         self.semaphore.check_request(1)?;
         let client = self.semaphore.target.client().await?;
-        let key = self.semaphore.target.key(KIND);
-        if let Some(held) = Hold::held_by_current_task(&client, &key) {
+        let key = self.semaphore.target.key(Recipe::SemaphoreMutex);
+        if let Some(held) = HeldNode::held_by_current_task(client.holds(), &key) {
             // A lost lease no longer excludes anyone: taking the lock again cannot deadlock.
             if held.lost_reason().is_none() {
                 return Err(Error::WouldDeadlock {
@@ -125,7 +128,7 @@ impl SemaphoreMutex {
                 });
             }
         }
-        let mut holds = self.semaphore.acquire_holds(&client, KIND, 1, patience, |_| key.clone()).await?;
+        let mut holds = self.semaphore.acquire_holds(&client, Recipe::SemaphoreMutex, 1, patience, |_| key.clone()).await?;
         let hold = holds.pop().expect("one lease asked, one granted");
         Ok(SemaphoreMutexGuard { hold })
     }
@@ -137,7 +140,7 @@ impl fmt::Debug for SemaphoreMutex {
     }
 }
 
-crate::guard::lock_guard! {
+crate::holds::guard::lock_guard! {
     /// Proof that this task holds a [`SemaphoreMutex`].
     ///
     /// Release it with [`release`](Self::release) to learn whether the lock was still held until

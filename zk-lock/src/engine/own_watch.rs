@@ -1,89 +1,15 @@
-//! The watch on our own lock node: it tells a guard that its node was deleted by someone else,
-//! that its session is gone, or that a revocation was requested.
+//! The watch on our own node: a waiter sends it while it waits, so that the hand-off to it costs
+//! no request of its own and a deletion by someone else is seen before the lock is granted; the
+//! held node continues it.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use tokio::sync::watch;
 use zookeeper_client::{Client as ZkClient, Error as ZkError, EventType, OneshotWatcher, Stat, WatchedEvent};
 
 use crate::background;
-use crate::engine::{LocalNode, Reconnects};
-use crate::error::LostReason;
-use crate::session::Session;
-use crate::trace;
-
-/// Curator's revocation request, written into a holder's node by `Revoker.attemptRevoke`.
-pub(crate) const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
-
-/// What the watch has seen of a held node.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct NodeState {
-    pub lost: Option<LostReason>,
-    pub revoked: bool,
-}
-
-/// Watches `node_path` until the lock is lost or released, continuing `early` (the watch a
-/// waiter set while it waited) or else sending the watch request now, in order with the
-/// caller's next requests, so that setting it costs the caller no round trip. Its reply is
-/// handled on the background runtime.
-pub(crate) fn watch_own_node(
-    session: &Arc<Session>,
-    node_path: &str,
-    losses_seen: u64,
-    released: Arc<AtomicBool>,
-    trace: &trace::Held,
-    early: Option<OwnWatch>,
-    local: Option<Arc<LocalNode>>,
-) -> watch::Receiver<NodeState> {
-    let (report, state) = watch::channel(NodeState::default());
-    let own = early.unwrap_or_else(|| OwnWatch::send(&session.zk, node_path.to_owned()));
-    let node = Followed { losses_seen, released, trace: trace.clone(), local };
-    background::spawn(follow(session.clone(), own, node, report));
-    state
-}
-
-/// The held node a watch follows.
-struct Followed {
-    losses_seen: u64,
-    /// Set before the holder's own delete is sent.
-    released: Arc<AtomicBool>,
-    trace: trace::Held,
-    /// Told what this watch learns of the node, for the waiters of this process behind it.
-    local: Option<Arc<LocalNode>>,
-}
-
-/// Reports revocation requests and the first loss: the session's, or the deletion of our node.
-async fn follow(session: Arc<Session>, mut own: OwnWatch, node: Followed, report: watch::Sender<NodeState>) {
-    let revocation = |data: &[u8]| {
-        // Only this task sets `revoked`: nobody can set it between the check and the send.
-        if data == REVOKE_MESSAGE && !report.borrow().revoked {
-            node.trace.revocation_requested();
-            report.send_modify(|state| state.revoked = true);
-        }
-    };
-    let reason = tokio::select! {
-        reason = session.lost_after(node.losses_seen) => reason,
-        () = own.until_deleted(revocation) => LostReason::NodeDeleted,
-    };
-    if let Some(local) = &node.local {
-        match reason {
-            LostReason::NodeDeleted => local.deleted(),
-            // The node may outlive a connection given up for lost.
-            _ => local.unknown(),
-        }
-    }
-    // The watch runs until our own delete fires it (dropping `own` keeps it in the background):
-    // ending it earlier would cost a request to remove it from the server.
-    if !node.released.load(Ordering::Acquire) {
-        // Traced first, so whoever sees the loss also finds it in the trace.
-        node.trace.lost(reason);
-        report.send_modify(|state| state.lost = Some(reason));
-    }
-}
+use crate::zk::Reconnects;
 
 type WatchReply = std::result::Result<(Vec<u8>, Stat, OneshotWatcher), ZkError>;
 
@@ -91,10 +17,8 @@ type PendingWatch = Pin<Box<dyn Future<Output = WatchReply> + Send>>;
 
 type PendingEvent = Pin<Box<dyn Future<Output = WatchedEvent> + Send>>;
 
-/// The watch on our own node. A waiter sends it while it waits, so that the hand-off to it costs
-/// no request of its own, and learns from it that its node was deleted before the lock was
-/// granted; the hold continues it once the lock is granted.
-pub(crate) struct OwnWatch {
+/// The watch on our own node, set again each time it fires until the node is deleted.
+pub(crate) struct OwnNodeWatch {
     zk: ZkClient,
     node_path: String,
     stage: Stage,
@@ -111,8 +35,8 @@ enum Stage {
     Unset,
 }
 
-/// What [`OwnWatch::next`] saw.
-enum Seen {
+/// What [`OwnNodeWatch::next`] saw.
+enum WatchStep {
     /// The watch is set; `data` holds the node's.
     Set,
     Deleted,
@@ -120,10 +44,10 @@ enum Seen {
     Fired,
     /// Our session ended: the session's own watch reports that.
     SessionEnded,
-    Failed(ZkError),
+    NotGranted(ZkError),
 }
 
-impl OwnWatch {
+impl OwnNodeWatch {
     /// Sends the watch request on `node_path` now, in order with the caller's later requests.
     pub(crate) fn send(zk: &ZkClient, node_path: String) -> Self {
         let stage = Stage::Sent(send_watch_now(zk.clone(), node_path.clone()));
@@ -143,11 +67,11 @@ impl OwnWatch {
         let mut reconnects = Reconnects::new(&zk);
         loop {
             match self.next().await {
-                Seen::Set => on_data(self.data.as_deref().unwrap_or_default()),
-                Seen::Deleted => return,
-                Seen::Fired => {}
-                Seen::SessionEnded => std::future::pending().await,
-                Seen::Failed(error) => {
+                WatchStep::Set => on_data(self.data.as_deref().unwrap_or_default()),
+                WatchStep::Deleted => return,
+                WatchStep::Fired => {}
+                WatchStep::SessionEnded => std::future::pending().await,
+                WatchStep::NotGranted(error) => {
                     if reconnects.wait(error).await.is_err() {
                         std::future::pending().await
                     }
@@ -157,7 +81,7 @@ impl OwnWatch {
     }
 
     /// The next step of the watch. Cancel safe: every future it waits on is kept in `stage`.
-    async fn next(&mut self) -> Seen {
+    async fn next(&mut self) -> WatchStep {
         match &mut self.stage {
             Stage::Sent(reply) => {
                 let reply = reply.await;
@@ -166,21 +90,21 @@ impl OwnWatch {
                     Ok((data, _, watcher)) => {
                         self.data = Some(data);
                         self.stage = Stage::Set(Box::pin(watcher.changed()));
-                        Seen::Set
+                        WatchStep::Set
                     }
-                    Err(ZkError::NoNode) => Seen::Deleted,
-                    Err(error) => Seen::Failed(error),
+                    Err(ZkError::NoNode) => WatchStep::Deleted,
+                    Err(error) => WatchStep::NotGranted(error),
                 }
             }
             Stage::Set(event) => {
                 let event = event.await;
                 self.stage = Stage::Unset;
                 if event.event_type == EventType::NodeDeleted {
-                    Seen::Deleted
+                    WatchStep::Deleted
                 } else if event.session_state.is_terminated() {
-                    Seen::SessionEnded
+                    WatchStep::SessionEnded
                 } else {
-                    Seen::Fired
+                    WatchStep::Fired
                 }
             }
             Stage::Unset => {
@@ -191,7 +115,7 @@ impl OwnWatch {
     }
 }
 
-impl Drop for OwnWatch {
+impl Drop for OwnNodeWatch {
     /// Let the watch fire (on our own delete at the latest) rather than drop it, which would
     /// cost a request to remove it from the server.
     fn drop(&mut self) {

@@ -1,0 +1,43 @@
+//! A client's settings, as the builder collected them.
+
+use std::time::Duration;
+
+use zookeeper_client::Acl;
+
+#[derive(Clone)]
+pub(super) struct ClientConfig {
+    pub(super) connect_string: String,
+    pub(super) session_timeout: Duration,
+    pub(super) connect_timeout: Duration,
+    pub(super) namespace: Option<String>,
+    pub(super) default_timeout: Option<Duration>,
+    pub(super) auth: Vec<(String, Vec<u8>)>,
+    /// The ACL of every node created; `None` means `world:anyone` with all permissions.
+    pub(super) acl: Option<Vec<Acl>>,
+    #[cfg(feature = "tls")]
+    pub(super) tls: Option<TlsConfig>,
+    /// False for a wrapped foreign client, which we cannot reconnect.
+    pub(super) renewable: bool,
+}
+
+impl ClientConfig {
+    /// What to check when no session comes up: a TLS handshake that fails looks the same.
+    pub(super) fn unreachable_hint(&self) -> &'static str {
+        #[cfg(feature = "tls")]
+        if self.tls.is_some() {
+            return "is the server running and serving tls on that port, with a certificate signed by the \
+                    given ca, and does it accept this client's certificate?";
+        }
+        "is the server running?"
+    }
+}
+
+/// TLS settings, kept as given until connecting so that the builder stays infallible.
+#[cfg(feature = "tls")]
+#[derive(Clone, Default)]
+pub(super) struct TlsConfig {
+    pub(super) ca_pem: Option<String>,
+    pub(super) identity_pem: Option<(String, String)>,
+    pub(super) options: Option<zookeeper_client::TlsOptions>,
+}
+

@@ -1,0 +1,174 @@
+//! [`Client`]: a ZooKeeper connection that renews its session and carries lock defaults.
+
+//!
+//! May use: `holds` (a client owns a hold table), `session`, `zk` and the foundations. The
+//! builder's `install` lives with the registry, one layer up.
+
+mod builder;
+mod config;
+mod connect;
+
+use std::fmt;
+use std::sync::{Arc, Mutex as StdMutex, RwLock};
+use std::time::Duration;
+
+use zookeeper_client::{Acl, Acls};
+
+pub use self::builder::ClientBuilder;
+use self::config::ClientConfig;
+use self::connect::{acls_of, open_session, ANYONE_ALL};
+use crate::error::Result;
+use crate::holds::HoldTable;
+use crate::session::Session;
+
+/// Session timeout asked of the server unless the builder says otherwise.
+pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long connecting may take before it fails with [`Error::Connect`].
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A handle to a ZooKeeper ensemble, shared by every lock made from it.
+///
+/// Cheap to clone. It owns one session at a time: when that session expires, the next
+/// acquisition opens a new one, while guards of the old session report the loss through
+/// [`MutexGuard::lost`](crate::MutexGuard::lost). A session is kept open as long as a guard
+/// acquired on it exists, even if the `Client` itself is dropped.
+///
+/// Get one from [`connect`](crate::connect) or [`ClientBuilder`], or wrap a
+/// [`zookeeper_client::Client`] you made yourself with [`Client::from_zookeeper`].
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<ClientInner>,
+}
+
+struct ClientInner {
+    config: ClientConfig,
+    session: RwLock<Arc<Session>>,
+    renewing: tokio::sync::Mutex<()>,
+    /// Every session opened that ZooKeeper has not confirmed ended: the current one, and those
+    /// being retired (see `session::retire`).
+    sessions: StdMutex<Vec<Arc<Session>>>,
+    /// Locks held through this client, by lock path and recipe, for re-entrancy.
+    holds: Arc<HoldTable>,
+}
+
+impl Client {
+    /// Starts building a client for `connect_string` (`host:port[,host:port...]`).
+    pub fn builder(connect_string: impl Into<String>) -> ClientBuilder {
+        ClientBuilder::new(connect_string)
+    }
+
+    /// Wraps a session you opened yourself with `zookeeper-client`.
+    ///
+    /// The session lives on the runtime that created it, and it is not renewed after it
+    /// expires: acquisitions then fail with [`Error::Zookeeper`].
+    pub fn from_zookeeper(zk: zookeeper_client::Client) -> Self {
+        let config = ClientConfig {
+            connect_string: String::new(),
+            session_timeout: zk.session_timeout(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            namespace: None,
+            default_timeout: None,
+            auth: Vec::new(),
+            acl: None,
+            #[cfg(feature = "tls")]
+            tls: None,
+            renewable: false,
+        };
+        // No connect string to reach the session again: it is reported lost, never retired.
+        Self::with_session(config, Session::new(zk, None))
+    }
+
+    fn with_session(config: ClientConfig, session: Arc<Session>) -> Self {
+        let inner = ClientInner {
+            config,
+            session: RwLock::new(session.clone()),
+            sessions: StdMutex::new(vec![session]),
+            renewing: tokio::sync::Mutex::new(()),
+            holds: Arc::default(),
+        };
+        Self { inner: Arc::new(inner) }
+    }
+
+    /// The current ZooKeeper session, for requests of your own.
+    pub fn zookeeper(&self) -> zookeeper_client::Client {
+        self.current_session().zk.clone()
+    }
+
+    /// The acquire timeout used by `lock()`-style calls that do not give one.
+    pub fn default_timeout(&self) -> Option<Duration> {
+        self.inner.config.default_timeout
+    }
+
+    /// The connect string this client was built with (empty for a wrapped foreign client).
+    pub fn connect_string(&self) -> &str {
+        &self.inner.config.connect_string
+    }
+
+    /// The ACL of the nodes this client creates (set by [`ClientBuilder::acl`]; `world:anyone`
+    /// with all permissions by default).
+    pub fn acl(&self) -> &[Acl] {
+        match &self.inner.config.acl {
+            Some(acl) => acl,
+            None => &ANYONE_ALL,
+        }
+    }
+
+    /// The ACL for create requests: a borrowed value, so a request costs nothing extra.
+    pub(crate) fn node_acls(&self) -> Acls<'_> {
+        acls_of(self.inner.config.acl.as_deref())
+    }
+
+    fn current_session(&self) -> Arc<Session> {
+        self.inner.session.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The session new acquisitions should use: the current one, or a new one if it died.
+    pub(crate) async fn session(&self) -> Result<Arc<Session>> {
+        let current = self.current_session();
+        if current.is_usable() || !self.inner.config.renewable {
+            return Ok(current);
+        }
+        let _renewing = self.inner.renewing.lock().await;
+        let current = self.current_session();
+        if current.is_usable() {
+            return Ok(current);
+        }
+        let fresh = open_session(self.inner.config.clone()).await?;
+        *self.inner.session.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
+        let mut sessions = self.inner.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        sessions.retain(|session| !session.ledger().has_ended());
+        sessions.push(fresh.clone());
+        Ok(fresh)
+    }
+
+    /// Every session of this client that ZooKeeper has not confirmed ended, the current one last.
+    #[cfg(feature = "testing")]
+    pub(crate) fn open_sessions(&self) -> Vec<Arc<Session>> {
+        let mut sessions = self.inner.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.current_session();
+        sessions.retain(|session| Arc::ptr_eq(session, &current) || !session.ledger().has_ended());
+        sessions.clone()
+    }
+
+    /// Whether a new session can replace an expired one.
+    pub(crate) fn is_renewable(&self) -> bool {
+        self.inner.config.renewable
+    }
+
+    /// The locks held through this client, for re-entrancy.
+    pub(crate) fn holds(&self) -> &Arc<HoldTable> {
+        &self.inner.holds
+    }
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let session = self.current_session();
+        f.debug_struct("Client")
+            .field("connect_string", &self.inner.config.connect_string)
+            .field("namespace", &self.inner.config.namespace)
+            .field("session_id", &session.zk.session_id())
+            .field("state", &session.zk.state())
+            .finish()
+    }
+}

@@ -1,0 +1,443 @@
+//! Curator's layout: what a lock looks like in ZooKeeper, and who blocks whom.
+//!
+//! Every node is `<parent>/_c_<uuid>-<lock name><10-digit sequence>`: a mutex's and a read/write
+//! lock's nodes are children of the lock path `P`; a semaphore keeps its leases in `P/leases` and
+//! queues requests for them in an internal mutex at `P/locks`. kazoo's names are known too, so
+//! that `participants` shows a mixed fleet whole. The engine's queues, `participants`' roles,
+//! `revoke`, the CLI and the attributes' declarations all read the layout here, so the inspector
+//! cannot report roles differently from how the engine grants them.
+//!
+//! Pure functions over names; it uses nothing else of the crate.
+
+use std::fmt;
+
+/// Curator's protection marker: a node whose name starts with `_c_<uuid>-` can be found
+/// again after a connection loss hid the reply to its `create`.
+const PROTECTED_MARKER: &str = "_c_";
+
+/// What Curator's `Revoker` writes into a holder's node to ask for the lock.
+pub(crate) const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
+
+/// The child of a semaphore's path holding its leases.
+pub(crate) const SEMAPHORE_LEASES: &str = "leases";
+/// The child of a semaphore's path holding its internal mutex, where requests for leases queue.
+pub(crate) const SEMAPHORE_REQUESTS: &str = "locks";
+
+/// A lock recipe of this crate, as the attributes and the re-entrancy of a client know it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Recipe {
+    /// [`Mutex`](crate::Mutex), `#[zk_lock]` and `#[zk_multi_lock]`: Curator's `InterProcessMutex`.
+    Mutex,
+    /// The read side of an [`RwLock`](crate::RwLock), `#[zk_read_lock]`.
+    Read,
+    /// The write side of an [`RwLock`](crate::RwLock), `#[zk_write_lock]`.
+    Write,
+    /// [`Semaphore`](crate::Semaphore), `#[zk_semaphore(permits = N)]`: Curator's
+    /// `InterProcessSemaphoreV2`.
+    Semaphore,
+    /// [`SemaphoreMutex`](crate::SemaphoreMutex), `#[zk_semaphore]` with one permit: Curator's
+    /// `InterProcessSemaphoreMutex`.
+    SemaphoreMutex,
+}
+
+impl Recipe {
+    /// `mutex`, `read`, `write`, `semaphore` or `semaphore-mutex`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Mutex => "mutex",
+            Self::Read => "read",
+            Self::Write => "write",
+            Self::Semaphore => "semaphore",
+            Self::SemaphoreMutex => "semaphore-mutex",
+        }
+    }
+
+    /// Recipes that may share a lock path have the same family: the read and write sides of one
+    /// read/write lock.
+    pub(crate) fn family(self) -> &'static str {
+        match self {
+            Self::Read | Self::Write => "read/write lock",
+            other => other.as_str(),
+        }
+    }
+
+    /// The queue a lock of this recipe waits in (for a semaphore: its internal mutex).
+    pub(crate) fn queue(self) -> &'static Queue {
+        match self {
+            Self::Mutex => &MUTEX,
+            Self::Read => &RW_READ,
+            Self::Write => &RW_WRITE,
+            Self::Semaphore | Self::SemaphoreMutex => &SEMAPHORE_REQUEST,
+        }
+    }
+}
+
+impl fmt::Display for Recipe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The recipe a lock node belongs to, told by its name and place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ParticipantKind {
+    /// `P/_c_<uuid>-lock-<seq>`: a [`Mutex`](crate::Mutex), Curator's `InterProcessMutex`.
+    Mutex,
+    /// `P/_c_<uuid>-__READ__<seq>`: the read side of a read/write lock (Curator's
+    /// `InterProcessReadWriteLock`).
+    Read,
+    /// `P/_c_<uuid>-__WRIT__<seq>`: the write side of a read/write lock.
+    Write,
+    /// `P/leases/_c_<uuid>-lease-<seq>`: a semaphore lease (Curator's `InterProcessSemaphoreV2`,
+    /// also behind `InterProcessSemaphoreMutex`).
+    Lease,
+    /// `P/locks/_c_<uuid>-lock-<seq>`: a request for a semaphore lease, queued in the semaphore's
+    /// internal mutex.
+    LeaseRequest,
+    /// `P/<uuid>__lock__<seq>`: kazoo's `Lock`, or its `WriteLock`, which uses the same name.
+    KazooLock,
+    /// `P/<uuid>__rlock__<seq>`: kazoo's `ReadLock`.
+    KazooRead,
+    /// An ephemeral node whose name ends in a server sequence but follows no known layout:
+    /// another recipe's contender, whose rules are unknown.
+    Unknown,
+}
+
+impl ParticipantKind {
+    /// A short lowercase name: `mutex`, `read`, `write`, `lease`, `lease-request`, `kazoo-lock`,
+    /// `kazoo-read` or `unknown`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Mutex => "mutex",
+            Self::Read => "read",
+            Self::Write => "write",
+            Self::Lease => "lease",
+            Self::LeaseRequest => "lease-request",
+            Self::KazooLock => "kazoo-lock",
+            Self::KazooRead => "kazoo-read",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    /// The name a node of this kind carries before its sequence.
+    pub(crate) fn lock_name(self) -> &'static str {
+        match self {
+            Self::Mutex | Self::LeaseRequest => "lock-",
+            Self::Read => READ,
+            Self::Write => WRITE,
+            Self::Lease => "lease-",
+            Self::KazooLock => "__lock__",
+            Self::KazooRead => "__rlock__",
+            Self::Unknown => "",
+        }
+    }
+
+    /// Whether a node of kind `other` ahead in the same queue keeps a node of this kind from
+    /// holding the lock. A reader waits for writers only, so readers share the lock and a queued
+    /// writer keeps later readers out; kazoo's plain `Lock` ignores `__rlock__` nodes, but only a
+    /// `WriteLock` (same name) shares a path with readers, so the write rule is used. Leases are
+    /// not a queue: the count decides, and it is not in the nodes.
+    pub(crate) fn waits_for(self, other: Self) -> bool {
+        use ParticipantKind::*;
+        match self {
+            Mutex => other == Mutex,
+            LeaseRequest => other == LeaseRequest,
+            Read => other == Write,
+            Write => matches!(other, Read | Write),
+            KazooLock => matches!(other, KazooLock | KazooRead),
+            KazooRead => other == KazooLock,
+            Lease | Unknown => false,
+        }
+    }
+}
+
+impl fmt::Display for ParticipantKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a lock's nodes live, relative to the lock path, and the kinds of node found there.
+pub(crate) struct Place {
+    pub suffix: &'static str,
+    pub kinds: &'static [ParticipantKind],
+}
+
+/// Every place of a lock path's nodes, in the order `participants` reports them.
+pub(crate) const PLACES: [Place; 3] = [
+    Place {
+        suffix: "",
+        kinds: &[
+            ParticipantKind::Mutex,
+            ParticipantKind::Read,
+            ParticipantKind::Write,
+            ParticipantKind::KazooLock,
+            ParticipantKind::KazooRead,
+        ],
+    },
+    Place { suffix: "/leases", kinds: &[ParticipantKind::Lease] },
+    Place { suffix: "/locks", kinds: &[ParticipantKind::LeaseRequest] },
+];
+
+/// A lock node and its position in the queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SequenceNode {
+    pub name: String,
+    pub sequence: u64,
+    pub kind: ParticipantKind,
+}
+
+/// A queue the engine waits in: the kinds of node sharing it, and the kind ours is.
+pub(crate) struct Queue {
+    pub kinds: &'static [ParticipantKind],
+    pub ours: ParticipantKind,
+}
+
+/// Curator's `InterProcessMutex`: first come first served.
+pub(crate) const MUTEX: Queue = Queue { kinds: &[ParticipantKind::Mutex], ours: ParticipantKind::Mutex };
+/// The read side of Curator's `InterProcessReadWriteLock`.
+pub(crate) const RW_READ: Queue =
+    Queue { kinds: &[ParticipantKind::Read, ParticipantKind::Write], ours: ParticipantKind::Read };
+/// The write side of Curator's `InterProcessReadWriteLock`.
+pub(crate) const RW_WRITE: Queue =
+    Queue { kinds: &[ParticipantKind::Read, ParticipantKind::Write], ours: ParticipantKind::Write };
+/// A semaphore's internal mutex (`P/locks`), where requests for leases queue.
+pub(crate) const SEMAPHORE_REQUEST: Queue =
+    Queue { kinds: &[ParticipantKind::LeaseRequest], ours: ParticipantKind::LeaseRequest };
+
+impl Queue {
+    /// The name our node carries before its sequence.
+    pub(crate) fn lock_name(&self) -> &'static str {
+        self.ours.lock_name()
+    }
+
+    /// The nodes that must be gone before ours, at `ours` in `nodes` (queue order), holds.
+    pub(crate) fn blockers(&self, nodes: &[SequenceNode], ours: usize) -> Vec<String> {
+        let ahead = nodes[..ours].iter().filter(|node| self.ours.waits_for(node.kind));
+        ahead.map(|node| node.name.clone()).collect()
+    }
+
+    /// Whether a grant needs every node ahead gone (a mutex, a writer), so that a waiter behind a
+    /// granted node knows the queue ahead of that node is empty.
+    pub(crate) fn exclusive(&self) -> bool {
+        self.kinds.iter().all(|&kind| self.ours.waits_for(kind))
+    }
+
+    /// A blocker of this kind going means the queue must be listed once more before we hold the
+    /// lock: a writer's task may have downgraded first, leaving a read node at the writer's
+    /// sequence that our listing did not have (see [`downgraded_read_name`]).
+    pub(crate) fn recheck_after(&self) -> Option<&'static str> {
+        (self.kinds.contains(&ParticipantKind::Write) && self.ours.waits_for(ParticipantKind::Read)).then_some(WRITE)
+    }
+
+    /// The lock nodes among `children` of this queue's kinds, in queue order.
+    pub(crate) fn sorted(&self, children: impl IntoIterator<Item = String>) -> Vec<SequenceNode> {
+        sorted_nodes(children, self.kinds)
+    }
+}
+
+/// Curator's `InterProcessReadWriteLock` read node name.
+const READ: &str = "__READ__";
+/// Curator's `InterProcessReadWriteLock` write node name.
+const WRITE: &str = "__WRIT__";
+
+/// The read node a writer's downgrade creates (as Curator does since CURATOR-621): at the
+/// writer's own sequence, its digits as the server wrote them (10, or 19 past `i32`), so that
+/// writers queued behind keep waiting once the write lock is released. `None` if `writer_name`
+/// is not a write node's name.
+pub(crate) fn downgraded_read_name(prefix: &str, writer_name: &str) -> Option<String> {
+    sequence_of(writer_name, WRITE)?;
+    let digits = &writer_name[writer_name.rfind(WRITE)? + WRITE.len()..];
+    Some(format!("{prefix}{READ}{digits}"))
+}
+
+/// The `_c_<uuid>-` prefix of a new node: a fresh random (version 4) UUID each time.
+pub(crate) fn new_protected_prefix() -> String {
+    format!("{PROTECTED_MARKER}{}-", uuid::Uuid::new_v4())
+}
+
+/// The `_c_<uuid>-` prefix of a protected node's name; `None` for other names (kazoo's).
+pub(crate) fn protected_prefix(name: &str) -> Option<&str> {
+    const LEN: usize = PROTECTED_MARKER.len() + 36 + 1;
+    let prefix = name.get(..LEN)?;
+    (prefix.starts_with(PROTECTED_MARKER) && prefix.ends_with('-')).then_some(prefix)
+}
+
+/// The sequence number of a node named `..<lock_name><digits>`, as Curator's
+/// `StandardLockInternalsDriver.fixForSorting` reads it (after the last `lock_name`).
+pub(crate) fn sequence_of(name: &str, lock_name: &str) -> Option<u64> {
+    let digits = &name[name.rfind(lock_name)? + lock_name.len()..];
+    if digits.len() < 10 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The sequence number a name ends in (at least 10 digits), as every lock node of every known
+/// recipe does; `None` for other names.
+pub(crate) fn trailing_sequence(name: &str) -> Option<u64> {
+    let digits = &name[name.trim_end_matches(|c: char| c.is_ascii_digit()).len()..];
+    if digits.len() < 10 {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The kind and sequence of a child named like one of `kinds`, or like some other recipe's
+/// sequential node ([`ParticipantKind::Unknown`]).
+pub(crate) fn classify(kinds: &[ParticipantKind], name: &str) -> Option<(ParticipantKind, u64)> {
+    kinds
+        .iter()
+        .find_map(|&kind| Some((kind, sequence_of(name, kind.lock_name())?)))
+        .or_else(|| Some((ParticipantKind::Unknown, trailing_sequence(name)?)))
+}
+
+/// The lock nodes among `children` of one of `kinds`, in queue order. Other children (foreign
+/// nodes, another recipe's nodes) take no part in the queue.
+pub(crate) fn sorted_nodes(children: impl IntoIterator<Item = String>, kinds: &[ParticipantKind]) -> Vec<SequenceNode> {
+    let mut nodes: Vec<SequenceNode> = children
+        .into_iter()
+        .filter_map(|name| {
+            let (kind, sequence) = kinds.iter().find_map(|&kind| Some((kind, sequence_of(&name, kind.lock_name())?)))?;
+            Some(SequenceNode { name, sequence, kind })
+        })
+        .collect();
+    // Equal sequences happen after a downgrade (a read node at its writer's sequence); the
+    // name keeps the order stable.
+    nodes.sort_by(|a, b| a.sequence.cmp(&b.sequence).then_with(|| a.name.cmp(&b.name)));
+    nodes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_curator_sequences() {
+        assert_eq!(sequence_of("_c_0f8e7d6c-1b2a-4c3d-8e9f-000000000000-lock-0000000042", "lock-"), Some(42));
+        assert_eq!(sequence_of("lock-0000000007", "lock-"), Some(7));
+        assert_eq!(sequence_of("x-lock-2147483648", "lock-"), Some(2_147_483_648));
+        assert_eq!(sequence_of("x-lock-0000000000000000010", "lock-"), Some(10), "19-digit sequences past i32");
+        assert_eq!(sequence_of("_c_ab-__READ__0000000003", "__READ__"), Some(3));
+        assert_eq!(sequence_of("leases", "lock-"), None);
+        assert_eq!(sequence_of("x-lock-12", "lock-"), None, "too short to be a server sequence");
+        assert_eq!(sequence_of("x-lock-00000000a1", "lock-"), None);
+    }
+
+    #[test]
+    fn sorts_by_sequence_not_by_name() {
+        let children = ["_c_f-lock-0000000003", "_c_a-lock-0000000010", "foreign", "_c_z-lock-0000000001"];
+        let nodes = sorted_nodes(children.map(String::from), MUTEX.kinds);
+        let sequences: Vec<u64> = nodes.iter().map(|n| n.sequence).collect();
+        assert_eq!(sequences, [1, 3, 10]);
+        assert_eq!(nodes[0].name, "_c_z-lock-0000000001");
+    }
+
+    #[test]
+    fn mutex_waits_for_everything_ahead() {
+        let children = ["a-lock-0000000001", "b-lock-0000000002", "c-lock-0000000003"];
+        let nodes = sorted_nodes(children.map(String::from), MUTEX.kinds);
+        assert!(MUTEX.blockers(&nodes, 0).is_empty());
+        assert_eq!(MUTEX.blockers(&nodes, 2), ["a-lock-0000000001", "b-lock-0000000002"]);
+    }
+
+    #[test]
+    fn readers_wait_for_writers_ahead_and_writers_for_everyone() {
+        let children = [
+            "_c_a-__READ__0000000001",
+            "_c_b-__WRIT__0000000002",
+            "_c_c-__READ__0000000003",
+            "_c_d-__WRIT__0000000004",
+        ];
+        let nodes = sorted_nodes(children.map(String::from), RW_READ.kinds);
+        use ParticipantKind::{Read, Write};
+        assert_eq!(nodes.iter().map(|n| n.kind).collect::<Vec<_>>(), [Read, Write, Read, Write]);
+        assert!(RW_READ.blockers(&nodes, 0).is_empty(), "the first reader holds");
+        assert_eq!(
+            RW_READ.blockers(&nodes, 2),
+            ["_c_b-__WRIT__0000000002"],
+            "a reader behind a writer waits for it only"
+        );
+        assert_eq!(RW_WRITE.blockers(&nodes, 1), ["_c_a-__READ__0000000001"], "a writer waits for readers ahead");
+        assert_eq!(RW_WRITE.blockers(&nodes, 3).len(), 3);
+    }
+
+    #[test]
+    fn a_downgraded_read_node_sorts_at_its_writers_place() {
+        // The writer's task created a read node at the writer's own sequence (CURATOR-621).
+        let children = ["_c_w-__WRIT__0000000005", "_c_x-__WRIT__0000000006", "_c_r-__READ__0000000005"];
+        let nodes = sorted_nodes(children.map(String::from), RW_WRITE.kinds);
+        let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["_c_r-__READ__0000000005", "_c_w-__WRIT__0000000005", "_c_x-__WRIT__0000000006"]);
+        assert_eq!(RW_WRITE.blockers(&nodes, 2).len(), 2, "the next writer waits for the read node too");
+    }
+
+    #[test]
+    fn only_writers_queue_again_after_a_writer_went_and_grants_are_exclusive_for_mutex_and_writer() {
+        assert_eq!(RW_WRITE.recheck_after(), Some(WRITE));
+        assert_eq!(RW_READ.recheck_after(), None);
+        assert_eq!(MUTEX.recheck_after(), None);
+        assert!(MUTEX.exclusive() && RW_WRITE.exclusive() && SEMAPHORE_REQUEST.exclusive());
+        assert!(!RW_READ.exclusive());
+    }
+
+    #[test]
+    fn a_downgrade_keeps_the_writers_digits() {
+        let read = downgraded_read_name("_c_p-", "_c_w-__WRIT__0000000005").unwrap();
+        assert_eq!(read, "_c_p-__READ__0000000005");
+        let past_i32 = downgraded_read_name("_c_p-", "_c_w-__WRIT__0000000000000000010").unwrap();
+        assert_eq!(past_i32, "_c_p-__READ__0000000000000000010");
+        assert_eq!(downgraded_read_name("_c_p-", "_c_w-lock-0000000005"), None);
+    }
+
+    #[test]
+    fn recognises_curator_and_kazoo_names() {
+        use ParticipantKind::*;
+        let main = PLACES[0].kinds;
+        let uuid = "0f8e7d6c-1b2a-4c3d-8e9f-000000000000";
+        assert_eq!(classify(main, &format!("_c_{uuid}-lock-0000000042")), Some((Mutex, 42)));
+        assert_eq!(classify(main, &format!("_c_{uuid}-__READ__0000000003")), Some((Read, 3)));
+        assert_eq!(classify(main, &format!("_c_{uuid}-__WRIT__0000000004")), Some((Write, 4)));
+        assert_eq!(classify(main, "4b1f0c2d9e8a7b6c5d4e3f2a1b0c9d8e__lock__0000000005"), Some((KazooLock, 5)));
+        assert_eq!(classify(main, "4b1f0c2d9e8a7b6c5d4e3f2a1b0c9d8e__rlock__0000000006"), Some((KazooRead, 6)));
+        assert_eq!(classify(main, "latch-0000000007"), Some((Unknown, 7)));
+        assert_eq!(classify(main, "leases"), None);
+        assert_eq!(classify(main, "locks"), None);
+        assert_eq!(classify(main, "4b1f0c2d9e8a7b6c5d4e3f2a1b0c9d8e"), None, "kazoo lease: no sequence");
+        assert_eq!(classify(PLACES[1].kinds, &format!("_c_{uuid}-lease-0000000008")), Some((Lease, 8)));
+        assert_eq!(classify(PLACES[2].kinds, &format!("_c_{uuid}-lock-0000000009")), Some((LeaseRequest, 9)));
+    }
+
+    #[test]
+    fn trailing_sequences_need_ten_digits() {
+        assert!(trailing_sequence("x-0000000001").is_some());
+        assert!(trailing_sequence("_c_ab-__READ__0000000005").is_some());
+        assert!(trailing_sequence("x-000000001").is_none());
+        assert!(trailing_sequence("orders").is_none());
+    }
+
+    #[test]
+    fn finds_the_protected_prefix_of_a_name() {
+        let prefix = new_protected_prefix();
+        assert_eq!(protected_prefix(&format!("{prefix}lock-0000000007")), Some(prefix.as_str()));
+        assert_eq!(protected_prefix("_c_short-lock-0000000007"), None);
+        assert_eq!(protected_prefix("__lock__0000000007"), None);
+        assert_eq!(protected_prefix("lock-0000000007"), None);
+    }
+
+    #[test]
+    fn protected_prefixes_look_like_curators_and_differ() {
+        let a = new_protected_prefix();
+        let b = new_protected_prefix();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), "_c_".len() + 36 + 1);
+        assert!(a.starts_with("_c_") && a.ends_with('-'));
+        let uuid = &a[3..39];
+        let groups: Vec<usize> = uuid.split('-').map(str::len).collect();
+        assert_eq!(groups, [8, 4, 4, 4, 12]);
+        assert_eq!(&uuid[14..15], "4", "version 4");
+        assert!("89ab".contains(&uuid[19..20]), "RFC 4122 variant");
+    }
+}

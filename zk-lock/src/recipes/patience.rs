@@ -1,0 +1,70 @@
+//! How long an acquisition may wait: the one way every recipe, and the attributes, say it.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// How long an acquisition may wait, as the caller asked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum Patience {
+    /// The client's default timeout (none unless configured: wait as long as it takes).
+    #[default]
+    Default,
+    /// At most this long; zero means one attempt.
+    Timeout(Duration),
+    /// One attempt: `Busy` if anyone is ahead.
+    Once,
+}
+
+impl Patience {
+    /// When an acquisition starting now on a client with `default_timeout` must give up.
+    pub(super) fn deadline(self, default_timeout: Option<Duration>) -> Deadline {
+        let timeout = match self {
+            Self::Default => default_timeout,
+            Self::Timeout(timeout) => Some(timeout),
+            Self::Once => return Deadline::FirstAttempt,
+        };
+        match timeout {
+            None => Deadline::Never,
+            Some(timeout) if timeout.is_zero() => Deadline::FirstAttempt,
+            Some(timeout) => Deadline::At(Instant::now() + timeout),
+        }
+    }
+}
+
+/// [`Patience`] fixed when an acquisition starts.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Deadline {
+    /// One attempt, which fails with `Busy` rather than wait.
+    FirstAttempt,
+    At(Instant),
+    Never,
+}
+
+impl Deadline {
+    /// Whether an attempt may wait behind others.
+    pub(super) fn may_wait(self) -> bool {
+        !matches!(self, Self::FirstAttempt)
+    }
+
+    /// The outcome of `work`, or `None` if the deadline passed first.
+    pub(super) async fn limit<T>(self, work: impl Future<Output = T>) -> Option<T> {
+        match self {
+            Self::At(deadline) => tokio::time::timeout_at(deadline, work).await.ok(),
+            Self::FirstAttempt | Self::Never => Some(work.await),
+        }
+    }
+
+    /// `Some(instant)` to try again at, no later than the deadline; `None` if it passed (or
+    /// only one attempt was allowed).
+    pub(super) fn retry_at(self, pause: Duration) -> Option<Instant> {
+        let now = Instant::now();
+        match self {
+            Self::FirstAttempt => None,
+            Self::At(deadline) if now >= deadline => None,
+            Self::At(deadline) => Some(deadline.min(now + pause)),
+            Self::Never => Some(now + pause),
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! What every queue-based recipe holds: a client (or the default one), a lock path and node
+//! data, and the re-entrant acquisition they share.
+
+use std::sync::Arc;
+
+use super::acquire_loop;
+use super::patience::Patience;
+use crate::client::Client;
+use crate::engine::{LockAttempt, LockSpec};
+use crate::error::Result;
+use crate::holder::describe_current_holder;
+use crate::holds::HeldNode;
+use crate::layout::Recipe;
+use crate::path::validate_lock_path;
+use crate::registry;
+use crate::trace;
+
+/// A lock path on a client, with the data its nodes carry.
+#[derive(Clone)]
+pub(crate) struct LockTarget {
+    client: Option<Client>,
+    pub path: String,
+    data: Option<Vec<u8>>,
+}
+
+impl LockTarget {
+    pub(crate) fn new(client: Option<&Client>, path: String) -> Self {
+        Self { client: client.cloned(), path, data: None }
+    }
+
+    pub(crate) fn set_data(&mut self, data: Vec<u8>) {
+        self.data = Some(data);
+    }
+
+    /// The client given at construction, or the registry's default. The path is checked first,
+    /// so a bad path is reported before the default client is connected.
+    pub(crate) async fn client(&self) -> Result<Client> {
+        validate_lock_path(&self.path)?;
+        match &self.client {
+            Some(client) => Ok(client.clone()),
+            None => registry::default_client().await,
+        }
+    }
+
+    /// The key of this lock in the client's table of holds, for `recipe`.
+    pub(crate) fn key(&self, recipe: Recipe) -> String {
+        format!("{recipe} {}", self.path)
+    }
+
+    /// Acquires a node of `recipe`'s queue, re-entering the hold the current task already has.
+    pub(crate) async fn acquire(&self, client: &Client, recipe: Recipe, patience: Patience) -> Result<Arc<HeldNode>> {
+        validate_lock_path(&self.path)?;
+        let key = self.key(recipe);
+        if let Some(held) = HeldNode::held_by_current_task(client.holds(), &key) {
+            return held.reenter();
+        }
+        let data = self.node_data();
+        let spec = LockSpec { path: &self.path, queue: recipe.queue(), data: &data };
+        trace::acquisition(recipe, &self.path, async {
+            let acls = client.node_acls();
+            let start = |session, may_wait| LockAttempt::new(session, &spec, acls, may_wait);
+            let grant = acquire_loop::acquire(client, &self.path, patience, start).await?;
+            Ok(HeldNode::new(client.holds(), recipe, key, &self.path, grant))
+        })
+        .await
+    }
+
+    /// The data for a new node: the caller's, or a description of the current holder.
+    pub(crate) fn node_data(&self) -> Vec<u8> {
+        self.data.clone().unwrap_or_else(describe_current_holder)
+    }
+}
