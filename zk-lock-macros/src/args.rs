@@ -190,7 +190,10 @@ fn parse_pairs(args: &mut Args, input: ParseStream, errors: &mut Errors) -> syn:
             continue;
         }
         if seen.contains(&name) {
-            errors.at(key.span(), format!("duplicate argument `{name}` in {}; give each argument once", attribute.shown()));
+            errors.at(
+                key.span(),
+                format!("duplicate argument `{name}` in {}; give each argument once", attribute.shown()),
+            );
             continue;
         }
         seen.push(name.clone());

@@ -6,7 +6,7 @@ use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments, ReturnType, Signature, Type, TypeParamBound};
 
-use crate::args::{Args, Errors, Attribute};
+use crate::args::{Args, Attribute, Errors};
 
 /// Checks `item` for `args`, reporting every problem at its token; `errors` holds those
 /// found in the arguments already.

@@ -300,7 +300,8 @@ pub(crate) fn sorted_nodes(children: impl IntoIterator<Item = String>, kinds: &[
     let mut nodes: Vec<SequenceNode> = children
         .into_iter()
         .filter_map(|name| {
-            let (kind, sequence) = kinds.iter().find_map(|&kind| Some((kind, sequence_of(&name, kind.lock_name())?)))?;
+            let (kind, sequence) =
+                kinds.iter().find_map(|&kind| Some((kind, sequence_of(&name, kind.lock_name())?)))?;
             Some(SequenceNode { name, sequence, kind })
         })
         .collect();

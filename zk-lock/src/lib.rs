@@ -172,16 +172,16 @@ pub use declared::{check_declared, declared, Conflict, Declaration};
 pub use error::{Error, LostReason, Result};
 pub use holder::HolderDescription;
 pub use layout::{ParticipantKind, Recipe};
+pub use path::{validate_lock_path, validate_rendered_value, MAX_PATH_LEN};
 pub use recipes::multi_lock::*;
 pub use recipes::mutex::{Mutex, MutexGuard};
 pub use recipes::participants::*;
-pub use path::{validate_lock_path, validate_rendered_value, MAX_PATH_LEN};
-pub use registry::{connect, default_client, named_client, CONNECT_ENV, DEFAULT_CONNECT_STRING};
 pub use recipes::revoke::*;
 pub use recipes::rwlock::*;
 pub use recipes::semaphore::*;
 pub use recipes::semaphore_mutex::*;
 pub use recipes::shared_count::*;
+pub use registry::{connect, default_client, named_client, CONNECT_ENV, DEFAULT_CONNECT_STRING};
 pub use zk_lock_macros::{zk_lock, zk_multi_lock, zk_read_lock, zk_semaphore, zk_write_lock};
 /// zookeeper-client's TLS options, for [`ClientBuilder::tls_options`].
 #[cfg(feature = "tls")]

@@ -16,8 +16,8 @@ use std::time::Duration;
 
 pub use inventory;
 
-pub use crate::declared::Declaration;
 use crate::client::Client;
+pub use crate::declared::Declaration;
 use crate::error::{Error, Result};
 use crate::path::validate_rendered_value;
 use crate::recipes::multi_lock::{MultiGuard, MultiLock, MultiMember};

@@ -17,11 +17,7 @@ use crate::layout::Recipe;
 pub(crate) const TARGET: &str = "zk_lock";
 
 /// Runs `acquire` in a `zk_lock.acquire` span and reports its outcome with the time it waited.
-pub(crate) async fn acquisition<T>(
-    recipe: Recipe,
-    path: &str,
-    acquire: impl Future<Output = Result<T>>,
-) -> Result<T> {
+pub(crate) async fn acquisition<T>(recipe: Recipe, path: &str, acquire: impl Future<Output = Result<T>>) -> Result<T> {
     let recipe = recipe.as_str();
     let span = tracing::debug_span!(
         target: TARGET,

@@ -40,4 +40,3 @@ pub(super) struct TlsConfig {
     pub(super) identity_pem: Option<(String, String)>,
     pub(super) options: Option<zookeeper_client::TlsOptions>,
 }
-

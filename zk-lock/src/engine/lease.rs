@@ -127,7 +127,13 @@ pub(crate) struct LeaseAttempt<'a, L> {
 impl<'a, L: LeaseLimit> LeaseAttempt<'a, L> {
     /// An attempt on `session` whose nodes get `acls`; with `may_wait` false it fails with
     /// `Busy` rather than wait for the internal mutex or for leases.
-    pub(crate) fn new(session: Arc<Session>, spec: &'a LeaseSpec<'a>, acls: Acls<'a>, limit: L, may_wait: bool) -> Self {
+    pub(crate) fn new(
+        session: Arc<Session>,
+        spec: &'a LeaseSpec<'a>,
+        acls: Acls<'a>,
+        limit: L,
+        may_wait: bool,
+    ) -> Self {
         let requests = format!("{}/{SEMAPHORE_REQUESTS}", spec.path);
         let leases_parent = format!("{}/{SEMAPHORE_LEASES}", spec.path);
         let request = PipelinedNode::new(&session, &requests, ParticipantKind::LeaseRequest);
@@ -209,12 +215,17 @@ impl<'a, L: LeaseLimit> LeaseAttempt<'a, L> {
 
     /// Waits until every child of `P/leases`, ours included, fits the limit (Curator's rule).
     /// `children` is a listing made after every one of our lease nodes was created.
-    async fn wait_until_leases_fit(&mut self, mut children: Vec<String>, mutex_was_free: bool) -> Result<(), NotGranted> {
+    async fn wait_until_leases_fit(
+        &mut self,
+        mut children: Vec<String>,
+        mutex_was_free: bool,
+    ) -> Result<(), NotGranted> {
         let zk = self.session.zk.clone();
         let mut first_count = true;
         let mut watch: ChildWatch = None;
         loop {
-            let all_listed = self.leases.iter().all(|lease| lease.name().is_some_and(|name| children.iter().any(|c| c == name)));
+            let all_listed =
+                self.leases.iter().all(|lease| lease.name().is_some_and(|name| children.iter().any(|c| c == name)));
             if !all_listed {
                 watch = None;
                 children = self.create_leases(Some(&children)).await?;
@@ -314,7 +325,9 @@ async fn create_then_list(
     loop {
         let paths: Vec<Option<String>> = nodes
             .iter()
-            .map(|node| node.made.is_none().then(|| format!("{}/{}{}", node.parent, node.node.prefix(), node.lock_name)))
+            .map(|node| {
+                node.made.is_none().then(|| format!("{}/{}{}", node.parent, node.node.prefix(), node.lock_name))
+            })
             .collect();
         let mut creates = Vec::with_capacity(nodes.len());
         for (node, path) in nodes.iter_mut().zip(&paths) {

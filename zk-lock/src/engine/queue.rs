@@ -77,7 +77,8 @@ impl Attempt for LockAttempt<'_> {
         let zk = &self.session.zk;
         let (name, token, children) = join_queue(zk, self.spec, self.acls, &mut self.node).await?;
         let waiting = Waiting { may_wait: self.may_wait, trace_entry: true, own_watch: Some(&mut self.own_watch) };
-        let node_path = wait_in_queue(zk, self.spec, &name, children, waiting).await?.ok_or(NotGranted::NodeVanished)?;
+        let node_path =
+            wait_in_queue(zk, self.spec, &name, children, waiting).await?.ok_or(NotGranted::NodeVanished)?;
         self.granted = Some((node_path, token));
         Ok(())
     }
@@ -159,7 +160,11 @@ async fn join_queue(
 
 /// Waits until every node in `blockers` (ascending queue order) is gone, watching only the
 /// nearest one. New nodes always queue behind us, so the set only shrinks: no re-listing.
-async fn wait_until_gone(zk: &ZkClient, parent: &str, mut blockers: Vec<String>) -> std::result::Result<(), NotGranted> {
+async fn wait_until_gone(
+    zk: &ZkClient,
+    parent: &str,
+    mut blockers: Vec<String>,
+) -> std::result::Result<(), NotGranted> {
     while let Some(nearest) = blockers.last() {
         let nearest_path = format!("{parent}/{nearest}");
         until_deleted(zk, parent, nearest, &nearest_path).await?;
@@ -187,7 +192,9 @@ async fn until_deleted(zk: &ZkClient, parent: &str, name: &str, path: &str) -> s
         }
         // `get_data` rather than `exists`: a watch on a missing node would never fire or go away.
         match zk.get_and_watch_data(path).await {
-            Ok((_, stat, _)) if stat.ephemeral_owner == 0 => return Err(NotGranted::Error(not_a_lock_node(parent, name))),
+            Ok((_, stat, _)) if stat.ephemeral_owner == 0 => {
+                return Err(NotGranted::Error(not_a_lock_node(parent, name)))
+            }
             Ok((_, _, watcher)) => {
                 let event = watcher.changed().await;
                 match event.event_type {
@@ -265,7 +272,9 @@ pub(super) async fn wait_for_grant(
     match wait_in_queue(zk, spec, name, children, waiting).await {
         Ok(granted) => Ok(granted.is_some()),
         Err(NotGranted::Error(error)) => Err(error),
-        Err(NotGranted::Busy | NotGranted::NodeVanished | NotGranted::SessionGone) => Err(ZkError::SessionExpired.into()),
+        Err(NotGranted::Busy | NotGranted::NodeVanished | NotGranted::SessionGone) => {
+            Err(ZkError::SessionExpired.into())
+        }
     }
 }
 

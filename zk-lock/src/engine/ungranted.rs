@@ -125,8 +125,8 @@ mod tests {
 
     use super::*;
     use crate::layout::new_protected_prefix;
-    use crate::zk::find_protected;
     use crate::testing::shared_server;
+    use crate::zk::find_protected;
 
     #[tokio::test]
     async fn a_node_whose_create_reply_was_lost_is_found_and_removed_by_prefix() {

@@ -51,7 +51,12 @@ struct WatchedHold {
 }
 
 /// Reports revocation requests and the first loss: the session's, or the deletion of our node.
-async fn report_loss(session: Arc<Session>, mut own: OwnNodeWatch, node: WatchedHold, report: watch::Sender<NodeState>) {
+async fn report_loss(
+    session: Arc<Session>,
+    mut own: OwnNodeWatch,
+    node: WatchedHold,
+    report: watch::Sender<NodeState>,
+) {
     let revocation = |data: &[u8]| {
         // Only this task sets `revoked`: nobody can set it between the check and the send.
         if data == REVOKE_MESSAGE && !report.borrow().revoked {

@@ -6,6 +6,7 @@
 //! foundations.
 
 pub(crate) mod acquire_loop;
+mod count_node;
 pub(crate) mod multi_lock;
 pub(crate) mod mutex;
 pub(crate) mod participants;

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::mutex::Mutex;
+use super::patience::Patience;
+use super::rwlock::RwLock;
 use crate::client::Client;
 use crate::error::{Error, LostReason, Result};
 use crate::holds::HeldNode;
-use super::mutex::Mutex;
-use super::rwlock::RwLock;
-use super::patience::Patience;
 
 /// One lock of a [`MultiLock`].
 #[derive(Clone, Debug)]

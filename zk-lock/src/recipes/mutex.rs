@@ -3,11 +3,11 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::client::Client;
-use crate::layout::Recipe;
-use crate::error::Result;
 use super::patience::Patience;
 use super::target::LockTarget;
+use crate::client::Client;
+use crate::error::Result;
+use crate::layout::Recipe;
 
 /// A distributed mutual-exclusion lock at a ZooKeeper path, compatible with Curator's
 /// `InterProcessMutex`: Rust and Java processes using the same path exclude each other.

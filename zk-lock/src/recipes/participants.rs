@@ -11,12 +11,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use zookeeper_client::{Client as ZkClient, Error as ZkError, MultiReadResult, Stat};
 
 use crate::client::Client;
-use crate::layout::{classify, ParticipantKind, PLACES};
-use crate::zk::Reconnects;
 use crate::error::Result;
 use crate::holder::HolderDescription;
+use crate::layout::{classify, ParticipantKind, PLACES};
 use crate::path::validate_lock_path;
 use crate::registry::default_client;
+use crate::zk::Reconnects;
 
 /// The role of a node of `kind` at `sequence`, given the earliest sequence of each kind under
 /// the same parent: it waits if a kind it waits for ([`ParticipantKind::waits_for`], the rule

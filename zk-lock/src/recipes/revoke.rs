@@ -5,10 +5,10 @@ use std::future::Future;
 
 use zookeeper_client::{Client as ZkClient, Error as ZkError, Stat};
 
+use super::participants::{read_participants, Role};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::layout::{trailing_sequence, REVOKE_MESSAGE};
-use super::participants::{read_participants, Role};
 use crate::path::validate_lock_path;
 use crate::registry::default_client;
 

@@ -3,13 +3,13 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::patience::Patience;
+use super::semaphore::Semaphore;
+use super::target::LockTarget;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::holds::HeldNode;
 use crate::layout::Recipe;
-use super::semaphore::Semaphore;
-use super::target::LockTarget;
-use super::patience::Patience;
 
 /// A distributed mutex that is not re-entrant, compatible with Curator's
 /// `InterProcessSemaphoreMutex`: a [`Semaphore`] with one lease, same node layout
@@ -128,7 +128,8 @@ impl SemaphoreMutex {
                 });
             }
         }
-        let mut holds = self.semaphore.acquire_holds(&client, Recipe::SemaphoreMutex, 1, patience, |_| key.clone()).await?;
+        let mut holds =
+            self.semaphore.acquire_holds(&client, Recipe::SemaphoreMutex, 1, patience, |_| key.clone()).await?;
         let hold = holds.pop().expect("one lease asked, one granted");
         Ok(SemaphoreMutexGuard { hold })
     }
