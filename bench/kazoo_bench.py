@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""kazoo side of the zk-lock benchmark (examples/bench.rs).
+"""kazoo side of the zk-lock benchmark (bench/src/main.rs).
 
 Usage: kazoo_bench.py <connect-string>   (with a python3 that can import kazoo: Debian's
 /usr/bin/python3 with python3-kazoo)
 
-The protocol is the one of benches/java/CuratorBench.java, one line each way: the peer prints
+The protocol is the one of bench/java/CuratorBench.java, one line each way: the peer prints
 `ready` once connected; for each command it sets up and warms up, prints `armed`, waits for
 `go`, measures, prints `result <json>`, waits for `done`, cleans up and prints `clean`. A failing
 command prints `error <message>` and then `clean`. `quit` (or EOF) ends it.

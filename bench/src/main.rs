@@ -6,7 +6,7 @@
 //!                                     # JSON in target/bench/results.json
 //! scripts/bench --quick               # a ~30 s smoke run
 //! scripts/bench --rows uncontended,drain --clients zk-lock,curator
-//! cargo run --release --example bench -- --help
+//! cargo run --release -p zk-lock-bench -- --help
 //! ```
 //!
 //! Rows: `floor` (raw create/delete/list), `uncontended` (acquire + release), `contended`
@@ -15,21 +15,15 @@
 //! binary re-run with the hidden `--contender` arguments), `drain` (N queued waiters released in
 //! turn), `memory` (bytes per waiting acquisition and per held guard in this process). Request
 //! counts come from the server's own counters (`mntr`), read around each client's measurement.
-//! The Curator and kazoo peers (`benches/java/CuratorBench.java`, `benches/kazoo_bench.py`)
+//! The Curator and kazoo peers (`bench/java/CuratorBench.java`, `bench/kazoo_bench.py`)
 //! measure themselves and print raw samples; every statistic is computed here, with the same code.
 //! See docs/benchmarks.md for the method and the numbers.
 
-#[path = "bench/alloc.rs"]
 mod alloc;
-#[path = "bench/contender.rs"]
 mod contender;
-#[path = "bench/native.rs"]
 mod native;
-#[path = "bench/peer.rs"]
 mod peer;
-#[path = "bench/report.rs"]
 mod report;
-#[path = "bench/stats.rs"]
 mod stats;
 
 use std::path::{Path, PathBuf};
@@ -215,11 +209,12 @@ fn positive(text: &str, flag: &str) -> Result<usize, String> {
     text.parse().ok().filter(|n| *n > 0).ok_or_else(|| format!("`{flag}` needs a positive number, not `{text}`"))
 }
 
-/// `$CARGO_TARGET_DIR`, else the workspace's `target`.
+/// `$CARGO_TARGET_DIR`, else the workspace's `target` (this crate is `bench/` in the workspace).
 fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+        manifest.parent().unwrap_or(manifest).join("target")
+    })
 }
 
 fn main() -> ExitCode {

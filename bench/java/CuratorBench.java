@@ -22,7 +22,7 @@ import org.apache.zookeeper.CreateMode;
 import org.apache.zookeeper.KeeperException;
 
 /**
- * Apache Curator side of the zk-lock benchmark ({@code examples/bench.rs}). It measures Curator
+ * Apache Curator side of the zk-lock benchmark ({@code bench/src/main.rs}). It measures Curator
  * itself, in this JVM, and prints raw samples; the Rust side computes every statistic with the
  * same code for all clients and reads the server's request counters around each measurement.
  *

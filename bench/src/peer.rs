@@ -1,6 +1,6 @@
 //! The Curator (Java) and kazoo (Python) peers: separate processes that measure their own
 //! client and print raw samples as JSON, over the line protocol described in
-//! `benches/java/CuratorBench.java`.
+//! `bench/java/CuratorBench.java`.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::net::SocketAddr;
@@ -15,8 +15,8 @@ use tokio::time::{timeout_at, Instant};
 
 use crate::stats::{Counters, Requests};
 
-const JAVA_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/java/CuratorBench.java");
-const KAZOO_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/kazoo_bench.py");
+const JAVA_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/java/CuratorBench.java");
+const KAZOO_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/kazoo_bench.py");
 
 /// Jars from `/usr/share/java` (Debian `libcurator-recipes-java`, `zookeeper`); their manifests
 /// pull in the rest. The same list as the interop tests' peer.
