@@ -132,6 +132,23 @@
 //! and `lock lost` (seen by the watch on its node, or revealed by the release's delete). A
 //! multi-lock has one `zk_lock.acquire` span per member; a semaphore's `acquire_many` records the
 //! node and token of its last lease on the span.
+//!
+//! # Architecture
+//!
+//! The crate is built in layers, each using only those below it (docs/architecture.md draws
+//! them and lists a glossary; `scripts/module-graph` checks that no module imports one above it):
+//!
+//! | layer | concern |
+//! |---|---|
+//! | attribute support | what `#[zk_lock]` and friends expand to; the link-time [`declared`] templates |
+//! | recipes | [`Mutex`], [`RwLock`], [`Semaphore`], [`SemaphoreMutex`], [`MultiLock`], [`SharedCount`], [`participants`], [`revoke`]; how long to wait; the loop that retries an acquisition across sessions, written once |
+//! | registry | the process-wide default and named clients ([`connect`], [`default_client`], [`named_client`]) |
+//! | client | [`Client`] and [`ClientBuilder`]: the current session, its renewal, the settings |
+//! | holds | a granted node shared by re-entrant guards, its loss watch, the hold table, the guard types |
+//! | engine | one attempt at a lock or at leases on one session: join, wait, clean up |
+//! | ZooKeeper operations | retries over broken connections, container parents, protected lookup, listing |
+//! | session | one ZooKeeper session: its health, the ledger of its nodes, its retirement |
+//! | foundations | Curator's layout ([`Recipe`], [`ParticipantKind`], who blocks whom), errors, paths, tracing |
 
 // The layers, bottom up: each module uses only those above it in this list (docs/architecture.md,
 // checked by scripts/module-graph).

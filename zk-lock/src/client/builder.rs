@@ -10,6 +10,8 @@ use super::config::ClientConfig;
 use super::config::TlsConfig;
 use super::connect::open_session;
 use super::{Client, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
+#[cfg(doc)]
+use crate::error::Error;
 use crate::error::Result;
 
 /// Builds a [`Client`]: session timeout, namespace, default acquire timeout, authentication,

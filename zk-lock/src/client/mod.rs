@@ -17,6 +17,8 @@ use zookeeper_client::{Acl, Acls};
 pub use self::builder::ClientBuilder;
 use self::config::ClientConfig;
 use self::connect::{acls_of, open_session, ANYONE_ALL};
+#[cfg(doc)]
+use crate::error::Error;
 use crate::error::Result;
 use crate::holds::HoldTable;
 use crate::session::Session;

@@ -3,7 +3,6 @@
 
 use std::fmt;
 use std::sync::{Arc, Mutex as StdMutex};
-use std::time::Duration;
 
 use tokio::sync::{watch, OnceCell};
 use tokio::task::AbortHandle;
@@ -12,7 +11,9 @@ use zookeeper_client::Error as ZkError;
 use super::count_node::{create_and_watch, decode, follow, publish};
 use crate::background;
 use crate::client::Client;
-use crate::error::{Error, Result};
+#[cfg(doc)]
+use crate::error::Error;
+use crate::error::Result;
 use crate::path::validate_lock_path;
 use crate::registry;
 use crate::zk::Reconnects;
@@ -28,7 +29,7 @@ pub struct VersionedCount {
     /// The ZooKeeper data version of the node; `-1` until the node was read.
     pub version: i32,
     /// The zxid of the change that wrote it: an older read never replaces a newer one.
-    zxid: i64,
+    pub(super) zxid: i64,
 }
 
 /// A shared `i32` at a ZooKeeper path, compatible with Curator's `SharedCount`: a PERSISTENT
