@@ -83,14 +83,8 @@ pub fn lock_kind(participants: &[Participant]) -> String {
     let kazoo_rw = participants.iter().any(|p| p.kind == ParticipantKind::KazooRead);
     let mut kinds: Vec<&str> = Vec::new();
     for p in participants {
-        let kind = match p.kind {
-            ParticipantKind::Mutex => "mutex",
-            ParticipantKind::Read | ParticipantKind::Write => "rwlock",
-            ParticipantKind::Lease | ParticipantKind::LeaseRequest => "semaphore",
-            ParticipantKind::KazooLock | ParticipantKind::KazooRead if kazoo_rw => "kazoo-rwlock",
-            ParticipantKind::KazooLock => "kazoo-lock",
-            _ => "unknown",
-        };
+        // kazoo's write lock names its nodes like its plain lock: readers on the path tell them apart.
+        let kind = if kazoo_rw && p.kind == ParticipantKind::KazooLock { "kazoo-rwlock" } else { p.kind.lock_kind() };
         if !kinds.contains(&kind) {
             kinds.push(kind);
         }

@@ -121,6 +121,20 @@ impl ParticipantKind {
         }
     }
 
+    /// The kind of lock a node of this kind is part of: `mutex`, `rwlock`, `semaphore`,
+    /// `kazoo-lock`, `kazoo-rwlock` (a kazoo read node) or `unknown`. A kazoo write node is named
+    /// like a kazoo lock's, so it shows as `kazoo-lock`.
+    pub fn lock_kind(self) -> &'static str {
+        match self {
+            Self::Mutex => "mutex",
+            Self::Read | Self::Write => "rwlock",
+            Self::Lease | Self::LeaseRequest => "semaphore",
+            Self::KazooLock => "kazoo-lock",
+            Self::KazooRead => "kazoo-rwlock",
+            Self::Unknown => "unknown",
+        }
+    }
+
     /// The name a node of this kind carries before its sequence.
     pub(crate) fn lock_name(self) -> &'static str {
         match self {
