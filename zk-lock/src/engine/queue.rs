@@ -116,33 +116,33 @@ async fn join_queue(
     zk: &ZkClient,
     spec: &LockSpec<'_>,
     acls: Acls<'_>,
-    pending: &mut UngrantedNode,
+    node: &mut UngrantedNode,
 ) -> std::result::Result<(String, i64, Vec<String>), NotGranted> {
-    let prefix_path = format!("{}/{}{}", spec.path, pending.prefix(), spec.queue.lock_name());
+    let prefix_path = format!("{}/{}{}", spec.path, node.prefix(), spec.queue.lock_name());
     let options = CreateMode::EphemeralSequential.with_acls(acls);
     let mut reconnects = Reconnects::new(zk);
     loop {
-        pending.sent();
+        node.sent();
         let create = zk.create(&prefix_path, spec.data, &options);
         let list = zk.list_children(spec.path);
         let (created, listed) = tokio::join!(create, list);
         let (name, token) = match created {
             Ok((stat, sequence)) => {
-                let name = format!("{}{}{sequence}", pending.prefix(), spec.queue.lock_name());
-                pending.created(&name);
+                let name = format!("{}{}{sequence}", node.prefix(), spec.queue.lock_name());
+                node.created(&name);
                 (name, stat.czxid)
             }
             Err(ZkError::NoNode) => {
-                pending.not_created();
+                node.not_created();
                 create_containers(zk, spec.path, acls).await?;
                 continue;
             }
             // The create may have been applied: look for our node before creating another.
             Err(error) if broke_connection(&error) => {
                 reconnects.wait(error).await?;
-                match find_protected(zk, spec.path, pending.prefix()).await? {
+                match find_protected(zk, spec.path, node.prefix()).await? {
                     Some((name, token)) => {
-                        pending.created(&name);
+                        node.created(&name);
                         (name, token)
                     }
                     None => continue,
@@ -259,7 +259,7 @@ async fn drop_vanished(zk: &ZkClient, parent: &str, blockers: &mut Vec<String>) 
 }
 
 /// For a recipe that joined the queue at `spec.path` itself, with more requests pipelined behind
-/// its create (the semaphore): waits, as [`acquire`] does, until the node `name` holds the lock.
+/// its create (the semaphore): waits, as a [`LockAttempt`] does, until the node `name` holds the lock.
 /// `children` must be a listing made after the node was created. `Ok(false)` if the node
 /// vanished; a dead session is `Err(Error::Zookeeper(SessionExpired))`.
 pub(super) async fn wait_for_grant(

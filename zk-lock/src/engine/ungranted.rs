@@ -29,7 +29,7 @@ impl UngrantedNode {
 
     /// A node in a lock queue, which other waiters on its session may wait behind: they follow
     /// it through [`local_handoff`]. Its owner must watch it while it waits (see
-    /// `acquire::wait_in_queue`), so that a deletion by someone else settles its fate.
+    /// `queue::wait_in_queue`), so that a deletion by someone else settles its fate.
     pub(super) fn in_queue(session: Arc<Session>, parent: &str, prefix: String) -> Self {
         let mut node = Self::new(session, parent, prefix);
         node.shared_locally = true;
