@@ -7,11 +7,24 @@ use std::time::Duration;
 use tokio::sync::watch;
 use zookeeper_client::{Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType, Stat};
 
-use super::shared_count::VersionedCount;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::session::Session;
 use crate::zk::{create_containers, Reconnects};
+
+/// A count and the version of the node it was read from (Curator's `VersionedValue<Integer>`).
+///
+/// Pass [`version`](Self::version) to [`SharedCount::try_set`](crate::SharedCount::try_set) to change the count only if
+/// nobody changed it since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VersionedCount {
+    /// The count.
+    pub value: i32,
+    /// The ZooKeeper data version of the node; `-1` until the node was read.
+    pub version: i32,
+    /// The zxid of the change that wrote it: an older read never replaces a newer one.
+    pub(super) zxid: i64,
+}
 
 /// How long the watch waits before trying again after an error it cannot ride out.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
@@ -83,7 +96,7 @@ pub(super) async fn create_and_watch(
 /// Follows the node's changes for as long as the shared count exists: every watch event reads
 /// it again (with a new watch) and publishes the count. A deleted node is waited for with an
 /// `exists` watch; an expired session is replaced by the client's next one. Data that is not a
-/// count is skipped ([`SharedCount::read`] reports it).
+/// count is skipped ([`SharedCount::read`](crate::SharedCount::read) reports it).
 pub(super) async fn follow(
     client: Client,
     mut session: Arc<Session>,

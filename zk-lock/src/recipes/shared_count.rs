@@ -8,6 +8,7 @@ use tokio::sync::{watch, OnceCell};
 use tokio::task::AbortHandle;
 use zookeeper_client::Error as ZkError;
 
+pub use super::count_node::VersionedCount;
 use super::count_node::{create_and_watch, decode, follow, publish};
 use crate::background;
 use crate::client::Client;
@@ -17,20 +18,6 @@ use crate::error::Result;
 use crate::path::validate_lock_path;
 use crate::registry;
 use crate::zk::Reconnects;
-
-/// A count and the version of the node it was read from (Curator's `VersionedValue<Integer>`).
-///
-/// Pass [`version`](Self::version) to [`SharedCount::try_set`] to change the count only if
-/// nobody changed it since.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct VersionedCount {
-    /// The count.
-    pub value: i32,
-    /// The ZooKeeper data version of the node; `-1` until the node was read.
-    pub version: i32,
-    /// The zxid of the change that wrote it: an older read never replaces a newer one.
-    pub(super) zxid: i64,
-}
 
 /// A shared `i32` at a ZooKeeper path, compatible with Curator's `SharedCount`: a PERSISTENT
 /// node holding the count as 4 big-endian bytes, so Java and Rust processes share it.
