@@ -8,7 +8,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use zk_lock::testing::{
-    find_java, four_letter_word, shared_server, zookeeper_classpath, TestingCluster, TestingError, TestingServer,
+    children, find_java, four_letter_word, server_counters, shared_server, wait_for_children, wait_for_children_within,
+    zookeeper_classpath, TestingCluster, TestingError, TestingServer,
 };
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, SessionState};
 
@@ -98,6 +99,57 @@ fn four_letter_words_reach_the_server() {
     assert!(server.four_letter("mntr").unwrap().contains("zk_server_state\tstandalone"));
     let err = server.four_letter("ruok?").unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+}
+
+#[tokio::test]
+async fn the_counters_count_the_requests_and_the_ephemeral_nodes() {
+    // A server of its own: no other test's requests in the counts.
+    let server = TestingServer::start().unwrap();
+    let client = connect(&server.connect_string()).await;
+    let before = server.counters().unwrap();
+    assert_eq!(before.server_state, "standalone");
+    assert_eq!(before.ephemerals, 0);
+    assert!(before.alive_connections >= 1, "{before:?}");
+    client.create(&unique_path("counted"), b"", &CreateMode::Ephemeral.with_acls(Acls::anyone_all())).await.unwrap();
+
+    let after = server_counters(server.addr()).unwrap();
+    assert_eq!(after.ephemerals, 1);
+    assert!(after.znodes > before.znodes);
+    // The create and this reading itself; a ping may fall in between.
+    let received = after.packets_received - before.packets_received;
+    assert!((2..=3).contains(&received), "{received} packets");
+    assert_eq!(after.count("zk_packets_received"), Some(after.packets_received));
+    assert!(after.get("zk_version").is_some_and(|version| version.starts_with("3.")), "{:?}", after.all);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_children_sees_changes_and_names_what_it_last_saw() {
+    let server = shared_server();
+    let client = zk_lock::Client::builder(server.connect_string()).connect().await.unwrap();
+    let writer = connect(&server.connect_string()).await;
+    let parent = unique_path("children");
+    assert!(children(&client, &parent).await.unwrap().is_empty(), "a missing node has no children");
+
+    // Waits through the parent's creation, then through its first child's.
+    let waiting = {
+        let (client, parent) = (client.clone(), parent.clone());
+        tokio::spawn(async move { wait_for_children(&client, &parent, |c| c.len() == 1).await })
+    };
+    writer.create(&parent, b"", &persistent()).await.unwrap();
+    writer.create(&format!("{parent}/a"), b"", &persistent()).await.unwrap();
+    let seen = tokio::time::timeout(DEADLINE, waiting).await.expect("woken by the changes").unwrap().unwrap();
+    assert_eq!(seen, ["a"]);
+    assert_eq!(children(&client, &parent).await.unwrap(), ["a"]);
+
+    match wait_for_children_within(&client, &parent, Duration::from_millis(200), <[String]>::is_empty).await {
+        Err(err @ TestingError::ChildrenNotReached { .. }) => {
+            let TestingError::ChildrenNotReached { path, waited, last } = &err else { unreachable!() };
+            assert_eq!((path, last.as_slice()), (&parent, ["a".to_owned()].as_slice()));
+            assert!(*waited >= Duration::from_millis(200));
+            assert!(err.to_string().contains(&parent), "{err}");
+        }
+        other => panic!("expected ChildrenNotReached, got {other:?}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
