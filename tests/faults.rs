@@ -13,8 +13,9 @@
 //!
 //! Tests that kill servers take the one ensemble of this binary for themselves and leave it
 //! whole again; the others share it.
-
-mod support;
+//!
+//! A binary of its own: it runs itself again as the worker processes, and kills, freezes and
+//! restarts the servers of its ensemble, which would disturb any other test sharing them.
 
 mod faults {
     pub mod fleet;
@@ -31,7 +32,6 @@ use faults::fleet::{Fleet, Reports};
 use faults::history::check;
 use faults::store::Store;
 use faults::worker::{base_path, Config, Role, SEMAPHORE_LEASES};
-use support::zk::rng;
 use tokio::sync::RwLock;
 use tokio::time::Instant;
 use zk_lock::testing::{Proxy, TestingCluster};
@@ -52,6 +52,14 @@ const ALL_OPS: &[&str] = &["mutex", "read", "write", "sem"];
 #[test]
 fn fault_worker() {
     faults::worker::run_if_worker();
+}
+
+/// A random generator for random delays and fault points, with its seed printed, so a failing
+/// run can be replayed (`fastrand::Rng::with_seed`).
+pub fn rng() -> fastrand::Rng {
+    let seed = fastrand::u64(..);
+    eprintln!("rng seed {seed}");
+    fastrand::Rng::with_seed(seed)
 }
 
 // --- the ensemble ----------------------------------------------------------------------------

@@ -1,14 +1,13 @@
 //! Digest credentials and ACLs through the builder: another client cannot delete, overwrite or
 //! queue on a holder's locks, and the holder keeps its lock while they try.
 
-mod support;
-
 use std::future::Future;
 use std::pin::pin;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use support::zk::{server, wait_for_children, PATIENCE};
+use crate::support::{server, PATIENCE};
+use zk_lock::testing::wait_for_children;
 use zk_lock::{Acl, Acls, AuthId, Client, Error, Mutex, Permission, RwLock, Semaphore, SharedCount};
 use zookeeper_client::{CreateMode, Error as ZkError};
 
@@ -103,7 +102,7 @@ async fn a_client_without_the_credentials_cannot_take_delete_or_overwrite_a_held
         let friend = friend.clone();
         async move { Mutex::with_client(&friend, path).lock_timeout(PATIENCE).await }
     });
-    wait_for_children(&holder, path, |children| children.len() == 2).await;
+    wait_for_children(&holder, path, |children| children.len() == 2).await.unwrap();
     assert!(!waiter.is_finished(), "the waiter waits behind the holder");
     assert!(is_pending(guard.lost()).await);
     guard.release().await.expect("the holder releases its own lock");

@@ -3,13 +3,12 @@
 //! default is tested in `registry_unconfigured.rs`, a binary of its own because it changes the
 //! environment.
 
-mod support;
-
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use support::zk::{children, new_client, server, wait_for_children, PATIENCE};
+use crate::support::{new_client, server, PATIENCE};
 use zk_lock::__private::{Lock, Template};
+use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{zk_lock, Client, Error, LostReason, Mutex, RwLock, Semaphore, SharedCount, MAX_PATH_LEN};
 use zookeeper_client::{Acls, CreateMode};
 
@@ -220,7 +219,7 @@ async fn foreign_children_of_a_lock_path_take_no_part_and_are_left_alone() {
         let mutex = Mutex::with_client(&new_client().await, path);
         async move { mutex.lock_timeout(PATIENCE).await }
     });
-    wait_for_children(&client, path, |children| children.len() == 4).await;
+    wait_for_children(&client, path, |children| children.len() == 4).await.unwrap();
     held.release().await.unwrap();
     waiter
         .await
@@ -242,7 +241,7 @@ async fn foreign_children_of_a_lock_path_take_no_part_and_are_left_alone() {
     for child in ["a", "b"] {
         assert_eq!(zk.get_data(&format!("{path}/{child}")).await.unwrap().0, child.as_bytes());
     }
-    let mut left = children(&client, path).await;
+    let mut left = children(&client, path).await.unwrap();
     left.sort();
     assert_eq!(left, ["a", "b", "leases", "locks"], "only the semaphore's (container) parents were added");
 }
@@ -266,7 +265,7 @@ async fn a_persistent_child_named_like_a_lock_node_is_reported_instead_of_waited
         other => panic!("expected InvalidPath, got {other:?}"),
     }
     assert!(started.elapsed() < PATIENCE, "reported, not waited out");
-    assert_eq!(children(&client, path).await.len(), 3, "our queue node was removed, the others left");
+    assert_eq!(children(&client, path).await.unwrap().len(), 3, "our queue node was removed, the others left");
 }
 
 // --- limits --------------------------------------------------------------------------------------
@@ -298,7 +297,7 @@ async fn a_semaphore_of_zero_leases_is_refused_and_a_shared_count_of_zero_waits_
         let counted = counted.clone();
         async move { counted.acquire_timeout(PATIENCE).await }
     });
-    wait_for_children(&client, &format!("{path}/leases"), |leases| leases.len() == 1).await;
+    wait_for_children(&client, &format!("{path}/leases"), |leases| leases.len() == 1).await.unwrap();
     count.set(1).await.unwrap();
     waiting.await.unwrap().expect("granted once the count rose").release().await.unwrap();
 }
@@ -346,5 +345,5 @@ async fn releasing_a_lost_guard_reports_the_loss_and_dropping_one_is_harmless() 
     let fresh = mutex.try_lock().await.expect("a new lock, not a re-entry of the lost one");
     assert!(fresh.is_held());
     fresh.release().await.unwrap();
-    assert!(children(&client, &format!("{path}/mutex")).await.is_empty(), "nothing left behind");
+    assert!(children(&client, &format!("{path}/mutex")).await.unwrap().is_empty(), "nothing left behind");
 }

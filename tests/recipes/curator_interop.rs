@@ -1,69 +1,21 @@
 //! zk-lock `Mutex` and Apache Curator's `InterProcessMutex` (real Java peers) on the same lock
 //! paths: they exclude each other, queue behind each other, and name their nodes alike.
 
-mod support;
-
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use support::java_peer::JavaPeer;
-use support::zk::{new_client, server, wait_for_children};
+use crate::support::java_peer::{curator_sequence, node_name, read_counter, scratch_dir, unique_name, JavaPeer};
+use crate::support::{new_client, server};
 use tokio::time::Instant;
+use zk_lock::testing::wait_for_children;
 use zk_lock::{Error, Mutex};
 
 /// Bound of a single acquisition: generous, because JVMs start slowly on a loaded machine.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A name no earlier run used, so a reused ZooKeeper or target directory cannot interfere.
-fn unique(name: &str) -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock after 1970").as_nanos();
-    format!("{name}-{}-{nanos}", std::process::id())
-}
-
 fn lock_path(name: &str) -> String {
-    format!("/zk-lock-tests/interop/{}", unique(name))
-}
-
-fn fresh_dir(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("curator_interop").join(unique(name));
-    std::fs::create_dir_all(&dir).expect("create temp dir");
-    dir
-}
-
-/// The counter file's value, as the Java peer reads it: missing or empty is 0.
-fn read_counter(file: &Path) -> u64 {
-    match std::fs::read_to_string(file) {
-        Ok(text) if text.trim().is_empty() => 0,
-        Ok(text) => text.trim().parse().unwrap_or_else(|e| panic!("counter file holds {text:?}: {e}")),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-        Err(e) => panic!("read {}: {e}", file.display()),
-    }
-}
-
-/// Checks Curator's protected lock node layout, `_c_<uuid>-lock-<10 digits>`, and returns the
-/// sequence number.
-fn curator_sequence(name: &str) -> u64 {
-    let fail = |why: &str| -> ! { panic!("{name:?} is not `_c_<uuid>-lock-<10 digits>`: {why}") };
-    let Some(rest) = name.strip_prefix("_c_") else { fail("no `_c_` prefix") };
-    let Some((uuid, sequence)) = rest.split_once("-lock-") else { fail("no `-lock-`") };
-    let groups: Vec<&str> = uuid.split('-').collect();
-    if groups.iter().map(|group| group.len()).collect::<Vec<_>>() != [8, 4, 4, 4, 12] {
-        fail("the uuid is not 8-4-4-4-12");
-    }
-    if !groups.iter().all(|group| group.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())) {
-        fail("the uuid is not lowercase hex");
-    }
-    if sequence.len() != 10 || !sequence.bytes().all(|b| b.is_ascii_digit()) {
-        fail("the sequence is not 10 digits");
-    }
-    sequence.parse().expect("10 digits fit in u64")
-}
-
-/// The last segment of a node path.
-fn node_name(node_path: &str) -> &str {
-    node_path.rsplit('/').next().expect("rsplit yields at least one item")
+    format!("/zk-lock-tests/interop/{}", unique_name(name))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -76,7 +28,7 @@ async fn rust_and_curator_mutexes_share_a_counter_without_lost_updates() {
     const TOTAL: u64 = JAVA_PEERS as u64 * JAVA_ITERATIONS + (RUST_SESSIONS * RUST_TASKS) as u64 * RUST_ROUNDS;
     let connect = server().connect_string();
     let path = lock_path("counter");
-    let dir = fresh_dir("counter");
+    let dir = scratch_dir("curator_interop", "counter");
     let counter = dir.join("counter");
     let counter_arg = counter.to_str().expect("UTF-8 temp path").to_owned();
     let iterations = JAVA_ITERATIONS.to_string();
@@ -144,7 +96,7 @@ async fn rust_and_curator_mutexes_share_a_counter_without_lost_updates() {
     let (first, last) = (rust_values[0], rust_values[rust_count - 1]);
     assert!(last - first + 1 > rust_count as u64, "Rust wrote {first}..={last} without any Java grant in between");
     let observer = new_client().await;
-    wait_for_children(&observer, &path, |children| children.is_empty()).await;
+    wait_for_children(&observer, &path, |children| children.is_empty()).await.unwrap();
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -158,9 +110,9 @@ async fn rust_waits_while_curator_holds_and_gets_the_lock_after_its_release() {
     peer.send("go").await;
     let held = peer.expect_line("held ").await;
     let java_node = held.strip_prefix("held ").expect("prefix checked").to_owned();
-    let java_sequence = curator_sequence(&java_node);
+    let java_sequence = curator_sequence(&java_node, "lock-");
     assert_eq!(
-        wait_for_children(&client, &path, |children| !children.is_empty()).await,
+        wait_for_children(&client, &path, |children| !children.is_empty()).await.unwrap(),
         std::slice::from_ref(&java_node),
         "the Curator holder's node is the only one"
     );
@@ -171,7 +123,7 @@ async fn rust_waits_while_curator_holds_and_gets_the_lock_after_its_release() {
         other => panic!("try_lock while Curator holds: expected Busy, got {other:?}"),
     }
     assert_eq!(
-        wait_for_children(&client, &path, |children| children.len() == 1).await,
+        wait_for_children(&client, &path, |children| children.len() == 1).await.unwrap(),
         std::slice::from_ref(&java_node),
         "try_lock left its node behind"
     );
@@ -184,9 +136,9 @@ async fn rust_waits_while_curator_holds_and_gets_the_lock_after_its_release() {
         })
     };
     // Our node queues behind Curator's.
-    let queued = wait_for_children(&client, &path, |children| children.len() == 2).await;
+    let queued = wait_for_children(&client, &path, |children| children.len() == 2).await.unwrap();
     let rust_node = queued.iter().find(|name| **name != java_node).expect("our node").clone();
-    assert!(curator_sequence(&rust_node) > java_sequence, "{rust_node} queued behind {java_node}");
+    assert!(curator_sequence(&rust_node, "lock-") > java_sequence, "{rust_node} queued behind {java_node}");
     assert!(!waiter.is_finished(), "lock() returned while Curator holds the lock");
 
     let releasing = Instant::now();
@@ -198,9 +150,9 @@ async fn rust_waits_while_curator_holds_and_gets_the_lock_after_its_release() {
     assert!(guard.is_held());
     peer.expect_line("released").await;
     peer.wait_success().await;
-    assert_eq!(wait_for_children(&client, &path, |children| children.len() == 1).await, [rust_node]);
+    assert_eq!(wait_for_children(&client, &path, |children| children.len() == 1).await.unwrap(), [rust_node]);
     guard.release().await.expect("release");
-    wait_for_children(&client, &path, |children| children.is_empty()).await;
+    wait_for_children(&client, &path, |children| children.is_empty()).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -210,15 +162,15 @@ async fn curator_waits_while_rust_holds_and_gets_the_lock_after_its_release() {
     let client = new_client().await;
     let guard = Mutex::with_client(&client, &path).lock_timeout(ACQUIRE_TIMEOUT).await.expect("lock");
     let rust_node = node_name(guard.node_path()).to_owned();
-    let rust_sequence = curator_sequence(&rust_node);
+    let rust_sequence = curator_sequence(&rust_node, "lock-");
 
     let mut peer = JavaPeer::spawn(&connect, &["mutex-hold", &path]);
     peer.expect_line("ready").await;
     peer.send("go").await;
     // Curator's node queues behind ours.
-    let queued = wait_for_children(&client, &path, |children| children.len() == 2).await;
+    let queued = wait_for_children(&client, &path, |children| children.len() == 2).await.unwrap();
     let java_node = queued.iter().find(|name| **name != rust_node).expect("Curator's node").clone();
-    assert!(curator_sequence(&java_node) > rust_sequence, "{java_node} queued behind {rust_node}");
+    assert!(curator_sequence(&java_node, "lock-") > rust_sequence, "{java_node} queued behind {rust_node}");
     assert!(guard.is_held());
     if let Some(line) = peer.line_already_printed().await {
         panic!("Curator printed {line:?} while Rust holds the lock");
@@ -228,7 +180,7 @@ async fn curator_waits_while_rust_holds_and_gets_the_lock_after_its_release() {
     // Only now may Curator hold it, on the node it queued.
     let held = peer.expect_line("held ").await;
     assert_eq!(held, format!("held {java_node}"), "Curator holds the node it queued");
-    assert_eq!(wait_for_children(&client, &path, |children| children.len() == 1).await, [java_node]);
+    assert_eq!(wait_for_children(&client, &path, |children| children.len() == 1).await.unwrap(), [java_node]);
     match Mutex::with_client(&client, &path).try_lock().await {
         Err(Error::Busy { .. }) => {}
         other => panic!("try_lock while Curator holds: expected Busy, got {other:?}"),
@@ -236,5 +188,5 @@ async fn curator_waits_while_rust_holds_and_gets_the_lock_after_its_release() {
     peer.send("release").await;
     peer.expect_line("released").await;
     peer.wait_success().await;
-    wait_for_children(&client, &path, |children| children.is_empty()).await;
+    wait_for_children(&client, &path, |children| children.is_empty()).await.unwrap();
 }

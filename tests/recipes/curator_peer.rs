@@ -1,31 +1,14 @@
 //! Self-check of the Java side of the interop tests: real Curator peers against real ZooKeeper,
 //! without any Rust lock involved. If this fails, Rust-vs-Curator failures mean nothing.
 
-mod support;
-
-use std::path::PathBuf;
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use support::java_peer::JavaPeer;
-
-/// A name no earlier run used, so a reused ZooKeeper or target directory cannot interfere.
-fn unique(name: &str) -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock after 1970").as_nanos();
-    format!("{name}-{}-{nanos}", std::process::id())
-}
-
-fn fresh_dir(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("curator_peer").join(unique(name));
-    std::fs::create_dir_all(&dir).expect("create temp dir");
-    dir
-}
+use crate::support::java_peer::{scratch_dir, unique_name, JavaPeer};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_curator_mutexes_exclude_each_other() {
     const ITERATIONS: u32 = 50;
     let connect = zk_lock::testing::shared_server().connect_string();
-    let lock_path = format!("/zk-lock-tests/{}", unique("curator-mutex-counter"));
-    let dir = fresh_dir("mutex-counter");
+    let lock_path = format!("/zk-lock-tests/{}", unique_name("curator-mutex-counter"));
+    let dir = scratch_dir("curator_peer", "mutex-counter");
     let counter = dir.join("counter");
     let counter = counter.to_str().expect("UTF-8 temp path");
     let iterations = ITERATIONS.to_string();

@@ -2,13 +2,12 @@
 //! `revoke_with` reaches Curator locks made revocable with `makeRevocable`, and Curator's
 //! `Revoker.attemptRevoke` reaches our guards.
 
-mod support;
-
 use std::time::Duration;
 
-use support::java_peer::{curator_sequence, node_name, unique_name, JavaPeer};
-use support::zk::{new_client, server, wait_for_children, PATIENCE};
+use crate::support::java_peer::{curator_sequence, node_name, unique_name, JavaPeer};
+use crate::support::{new_client, server, PATIENCE};
 use tokio::time::Instant;
+use zk_lock::testing::wait_for_children;
 use zk_lock::{participants_with, revoke_with, Client, Error, Mutex, Role, RwLock};
 
 /// Bound of a single acquisition: generous, because JVMs start slowly on a loaded machine.
@@ -48,7 +47,7 @@ async fn rust_revoke_with_makes_a_revocable_curator_mutex_let_go() {
             (guard, Instant::now())
         })
     };
-    let queued = wait_for_children(&client, &path, |children| children.len() == 2).await;
+    let queued = wait_for_children(&client, &path, |children| children.len() == 2).await.unwrap();
     let rust_node = queued.iter().find(|name| **name != java_node).expect("our node").clone();
     assert!(curator_sequence(&rust_node, "lock-") > java_sequence, "{rust_node} queued behind {java_node}");
     let roles: Vec<_> = participants_with(&client, &path)
@@ -77,9 +76,9 @@ async fn rust_revoke_with_makes_a_revocable_curator_mutex_let_go() {
     assert!(guard.is_held());
     assert!(!guard.is_revoked(), "the waiter was asked to let go too");
     assert_ne!(data(&client, guard.node_path()).await, REVOKE, "the waiter's node was written to");
-    assert_eq!(wait_for_children(&client, &path, |children| children.len() == 1).await, [rust_node]);
+    assert_eq!(wait_for_children(&client, &path, |children| children.len() == 1).await.unwrap(), [rust_node]);
     guard.release().await.expect("release");
-    wait_for_children(&client, &path, |children| children.is_empty()).await;
+    wait_for_children(&client, &path, |children| children.is_empty()).await.unwrap();
 }
 
 /// Every Curator reader holding a read/write lock is asked; a Rust writer then gets the lock.
@@ -107,7 +106,7 @@ async fn rust_revoke_with_asks_every_revocable_curator_reader() {
             (guard, Instant::now())
         })
     };
-    let queued = wait_for_children(&client, &path, |children| children.len() == 3).await;
+    let queued = wait_for_children(&client, &path, |children| children.len() == 3).await.unwrap();
     let rust_node = queued.iter().find(|name| !java_nodes.contains(name)).expect("our node").clone();
     curator_sequence(&rust_node, "__WRIT__");
     assert!(!writer.is_finished(), "write() returned while Curator readers hold the lock");
@@ -127,7 +126,7 @@ async fn rust_revoke_with_asks_every_revocable_curator_reader() {
         peer.wait_success().await;
     }
     guard.release().await.expect("release");
-    wait_for_children(&client, &path, |children| children.is_empty()).await;
+    wait_for_children(&client, &path, |children| children.is_empty()).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -156,7 +155,7 @@ async fn curator_revoker_reaches_a_rust_mutex_guard() {
     let mut waiter = JavaPeer::spawn(&connect, &["mutex-hold", &path]);
     waiter.expect_line("ready").await;
     waiter.send("go").await;
-    let queued = wait_for_children(&client, &path, |children| children.len() == 2).await;
+    let queued = wait_for_children(&client, &path, |children| children.len() == 2).await.unwrap();
     let java_node = queued.iter().find(|name| **name != rust_node).expect("Curator's node").clone();
     assert!(curator_sequence(&java_node, "lock-") > curator_sequence(&rust_node, "lock-"));
     match Mutex::with_client(&new_client().await, &path).try_lock().await {
@@ -174,5 +173,5 @@ async fn curator_revoker_reaches_a_rust_mutex_guard() {
     waiter.send("release").await;
     waiter.expect_line("released").await;
     waiter.wait_success().await;
-    wait_for_children(&client, &path, |children| children.is_empty()).await;
+    wait_for_children(&client, &path, |children| children.is_empty()).await.unwrap();
 }

@@ -2,17 +2,16 @@
 //! same lock paths: writers exclude everyone across languages, readers share, the queue is fair
 //! across languages, and the nodes are named alike.
 
-mod support;
-
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::java_peer::{curator_sequence, node_name, scratch_dir, unique_name, JavaPeer};
-use support::zk::{new_client, server, wait_for_children};
+use crate::support::java_peer::{curator_sequence, node_name, read_counter, scratch_dir, unique_name, JavaPeer};
+use crate::support::{new_client, server};
 use tokio::time::Instant;
+use zk_lock::testing::wait_for_children;
 use zk_lock::{participants_with, Error, ParticipantKind, Role, RwLock};
 
 /// Bound of a single acquisition: generous, because JVMs start slowly on a loaded machine.
@@ -25,16 +24,6 @@ const WRITE: &str = "__WRIT__";
 
 fn lock_path(name: &str) -> String {
     format!("/zk-lock-tests/interop-rwlock/{}", unique_name(name))
-}
-
-/// The counter file's value, as the Java peer reads it: missing or empty is 0.
-fn read_counter(file: &Path) -> u64 {
-    match std::fs::read_to_string(file) {
-        Ok(text) if text.trim().is_empty() => 0,
-        Ok(text) => text.trim().parse().unwrap_or_else(|e| panic!("counter file holds {text:?}: {e}")),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-        Err(e) => panic!("read {}: {e}", file.display()),
-    }
 }
 
 /// The node named in a peer's `held <node-name>` line.
@@ -203,7 +192,7 @@ async fn rust_and_curator_readers_and_writers_share_a_counter_correctly() {
         assert!(distinct >= 2 && holds >= distinct, "a Java reader saw {distinct} value(s) in {holds} read(s)");
     }
     let observer = new_client().await;
-    wait_for_children(&observer, &path, |children| children.is_empty()).await;
+    wait_for_children(&observer, &path, |children| children.is_empty()).await.unwrap();
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -219,7 +208,7 @@ async fn a_rust_writer_waits_for_a_curator_reader() {
     let java_sequence = curator_sequence(&java_node, READ);
     assert_eq!(listed_children(&peer.expect_line("children").await), std::slice::from_ref(&java_node));
     assert_eq!(
-        wait_for_children(&client, &path, |children| !children.is_empty()).await,
+        wait_for_children(&client, &path, |children| !children.is_empty()).await.unwrap(),
         std::slice::from_ref(&java_node),
         "the Curator reader's node is the only one"
     );
@@ -234,7 +223,7 @@ async fn a_rust_writer_waits_for_a_curator_reader() {
         other => panic!("try_write while Curator reads: expected Busy, got {other:?}"),
     }
     assert_eq!(
-        wait_for_children(&client, &path, |children| children.len() == 1).await,
+        wait_for_children(&client, &path, |children| children.len() == 1).await.unwrap(),
         std::slice::from_ref(&java_node),
         "the Rust reader and the refused writer left no node behind"
     );
@@ -246,7 +235,7 @@ async fn a_rust_writer_waits_for_a_curator_reader() {
             (guard, Instant::now())
         })
     };
-    let queued = wait_for_children(&client, &path, |children| children.len() == 2).await;
+    let queued = wait_for_children(&client, &path, |children| children.len() == 2).await.unwrap();
     let rust_node = queued.iter().find(|name| **name != java_node).expect("our node").clone();
     assert!(curator_sequence(&rust_node, WRITE) > java_sequence, "{rust_node} queued behind {java_node}");
     assert!(!writer.is_finished(), "write() returned while Curator reads");
@@ -260,9 +249,9 @@ async fn a_rust_writer_waits_for_a_curator_reader() {
     assert!(guard.is_held());
     peer.expect_line("released").await;
     peer.wait_success().await;
-    assert_eq!(wait_for_children(&client, &path, |children| children.len() == 1).await, [rust_node]);
+    assert_eq!(wait_for_children(&client, &path, |children| children.len() == 1).await.unwrap(), [rust_node]);
     guard.release().await.expect("release write lock");
-    wait_for_children(&client, &path, |children| children.is_empty()).await;
+    wait_for_children(&client, &path, |children| children.is_empty()).await.unwrap();
 }
 
 /// Fairness across languages: a Curator writer queued behind a Rust reader waits for it, and a
@@ -279,7 +268,7 @@ async fn a_curator_writer_waits_for_a_rust_reader_and_keeps_a_later_rust_reader_
     let mut peer = JavaPeer::spawn(&connect, &["rw-hold", &path, "write"]);
     peer.expect_line("ready").await;
     peer.send("go").await;
-    let queued = wait_for_children(&first_client, &path, |children| children.len() == 2).await;
+    let queued = wait_for_children(&first_client, &path, |children| children.len() == 2).await.unwrap();
     let java_node = queued.iter().find(|name| **name != first_node).expect("Curator's node").clone();
     let java_sequence = curator_sequence(&java_node, WRITE);
     assert!(java_sequence > first_sequence, "{java_node} queued behind {first_node}");
@@ -292,7 +281,7 @@ async fn a_curator_writer_waits_for_a_rust_reader_and_keeps_a_later_rust_reader_
             (guard, Instant::now())
         })
     };
-    let queued = wait_for_children(&first_client, &path, |children| children.len() == 3).await;
+    let queued = wait_for_children(&first_client, &path, |children| children.len() == 3).await.unwrap();
     let late_node = queued.iter().find(|name| **name != first_node && **name != java_node).expect("late").clone();
     assert!(curator_sequence(&late_node, READ) > java_sequence, "{late_node} queued behind {java_node}");
     let probe = RwLock::with_client(&probe_client, &path);
@@ -328,7 +317,7 @@ async fn a_curator_writer_waits_for_a_rust_reader_and_keeps_a_later_rust_reader_
     peer.expect_line("released").await;
     peer.wait_success().await;
     guard.release().await.expect("release the late read lock");
-    wait_for_children(&first_client, &path, |children| children.is_empty()).await;
+    wait_for_children(&first_client, &path, |children| children.is_empty()).await.unwrap();
 }
 
 /// Curator names its nodes `_c_<uuid>-__WRIT__<seq>` and `_c_<uuid>-__READ__<seq>`, as we do, and
@@ -346,7 +335,7 @@ async fn curator_read_and_write_nodes_are_named_like_ours() {
     let write_node = held_node(&writer.expect_line("held ").await);
     let write_sequence = curator_sequence(&write_node, WRITE);
     reader.send("go").await;
-    let queued = wait_for_children(&client, &path, |children| children.len() == 2).await;
+    let queued = wait_for_children(&client, &path, |children| children.len() == 2).await.unwrap();
     let read_node = queued.iter().find(|name| **name != write_node).expect("reader's node").clone();
     assert!(curator_sequence(&read_node, READ) > write_sequence, "{read_node} queued behind {write_node}");
 
@@ -367,7 +356,7 @@ async fn curator_read_and_write_nodes_are_named_like_ours() {
         let lock = lock.clone();
         tokio::spawn(async move { lock.write_timeout(ACQUIRE_TIMEOUT).await })
     };
-    let queued = wait_for_children(&client, &path, |children| children.len() == 3).await;
+    let queued = wait_for_children(&client, &path, |children| children.len() == 3).await.unwrap();
     let rust_node = queued.iter().find(|name| **name != write_node && **name != read_node).expect("ours").clone();
     assert!(curator_sequence(&rust_node, WRITE) > curator_sequence(&read_node, READ));
 
@@ -386,5 +375,5 @@ async fn curator_read_and_write_nodes_are_named_like_ours() {
     writer.wait_success().await;
     reader.wait_success().await;
     guard.release().await.expect("release write lock");
-    wait_for_children(&client, &path, |children| children.is_empty()).await;
+    wait_for_children(&client, &path, |children| children.is_empty()).await.unwrap();
 }

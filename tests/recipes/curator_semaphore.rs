@@ -1,14 +1,13 @@
 //! zk-lock `Semaphore` and Apache Curator's `InterProcessSemaphoreV2` (real Java peers) on the
 //! same path: together they never hold more leases than the limit, and they do hold the limit.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use support::java_peer::{scratch_dir, unique_name, JavaPeer};
-use support::zk::{children, new_client, server};
+use crate::support::java_peer::{scratch_dir, unique_name, JavaPeer};
+use crate::support::{new_client, server};
 use tokio::time::Instant;
+use zk_lock::testing::children;
 use zk_lock::Semaphore;
 
 /// Bound of a single acquisition: generous, because JVMs start slowly on a loaded machine.
@@ -132,7 +131,15 @@ async fn rust_and_curator_holders_never_exceed_the_leases_and_reach_them() {
     assert_eq!(most, MAX_LEASES as usize, "no two holders ever held a lease at once");
     assert_eq!(count_holders(&dir), 0, "a holder left its file behind");
     let observer = new_client().await;
-    assert_eq!(children(&observer, &format!("{path}/leases")).await, Vec::<String>::new(), "leases left behind");
-    assert_eq!(children(&observer, &format!("{path}/locks")).await, Vec::<String>::new(), "requests left behind");
+    assert_eq!(
+        children(&observer, &format!("{path}/leases")).await.unwrap(),
+        Vec::<String>::new(),
+        "leases left behind"
+    );
+    assert_eq!(
+        children(&observer, &format!("{path}/locks")).await.unwrap(),
+        Vec::<String>::new(),
+        "requests left behind"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }

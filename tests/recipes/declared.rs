@@ -1,9 +1,16 @@
 //! The link-time registry of annotated templates: `declared()` and `check_declared()`.
-//! The functions here are never called: declaring them is enough.
+//! The functions here are never called: declaring them is enough. The registry holds the
+//! annotated functions of the whole binary; these tests look at the ones of this file.
 
+// Never called: declaring them is what is tested.
 #![allow(dead_code)]
 
-use zk_lock::{check_declared, declared, zk_lock, zk_read_lock, zk_semaphore, zk_write_lock, Conflict};
+use zk_lock::{check_declared, declared, zk_lock, zk_read_lock, zk_semaphore, zk_write_lock, Conflict, Declaration};
+
+/// Declared in this file, not in the other modules of the binary.
+fn ours(declaration: &Declaration) -> bool {
+    declaration.file.ends_with("declared.rs")
+}
 
 #[zk_lock(path = "/declared/orders/<id>")]
 async fn ship(id: u64) -> zk_lock::Result<()> {
@@ -37,7 +44,7 @@ async fn batch() -> zk_lock::Result<()> {
 
 #[test]
 fn every_annotated_template_is_listed_with_its_recipe_and_place() {
-    let ours: Vec<_> = declared().into_iter().filter(|d| d.file.ends_with("declared.rs")).collect();
+    let ours: Vec<_> = declared().into_iter().filter(ours).collect();
     let listed: Vec<(&str, &str)> = ours.iter().map(|d| (d.template, d.kind)).collect();
     assert_eq!(
         listed,
@@ -54,7 +61,12 @@ fn every_annotated_template_is_listed_with_its_recipe_and_place() {
 
 #[test]
 fn conflicting_templates_are_reported() {
-    let conflicts = check_declared().expect_err("this file declares conflicting templates");
+    let mut conflicts = check_declared().expect_err("this file declares conflicting templates");
+    conflicts.retain(|conflict| match conflict {
+        Conflict::KindMismatch(a, b) => ours(a) || ours(b),
+        Conflict::Nested { outer, inner } => ours(outer) || ours(inner),
+        _ => true,
+    });
     assert_eq!(conflicts.len(), 3, "{conflicts:#?}");
     let mismatches = conflicts.iter().filter(|c| matches!(c, Conflict::KindMismatch(..))).count();
     assert_eq!(mismatches, 2, "the mutex clashes with both sides of the read/write lock");

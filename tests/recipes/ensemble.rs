@@ -1,15 +1,12 @@
 //! `Mutex` on a real three-server ensemble while its leader is killed, re-elected and restarted.
 
-mod support;
-
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::zk::wait_for_children;
 use tokio::sync::watch;
 use tokio::time::Instant;
-use zk_lock::testing::TestingCluster;
+use zk_lock::testing::{wait_for_children, TestingCluster};
 use zk_lock::{Client, Mutex};
 use zookeeper_client::SessionState;
 
@@ -210,5 +207,5 @@ async fn contenders_keep_exclusion_and_progress_through_a_leader_failover() {
         .filter(|(before, after)| before != after)
         .collect();
     assert!(renewed.is_empty(), "sessions expired during the failover (old, new ids): {renewed:?}");
-    wait_for_children(&clients[0], path, |children| children.is_empty()).await;
+    wait_for_children(&clients[0], path, |children| children.is_empty()).await.unwrap();
 }

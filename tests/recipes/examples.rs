@@ -1,8 +1,6 @@
 //! The examples run, briefly, against the shared test server.
 
-mod support;
-
-use support::examples::run_example;
+use crate::support::examples::run_example;
 
 #[test]
 fn lock_order_prints_every_task_once_in_the_order_granted() {

@@ -1,8 +1,6 @@
 //! Writes fenced by the lock node: applied while the lock is held, refused once it is lost.
 
-mod support;
-
-use support::zk::new_client;
+use crate::support::new_client;
 use zk_lock::{LostReason, Mutex};
 use zookeeper_client::{Acls, CheckWriteError, CreateMode};
 

@@ -3,15 +3,14 @@
 //! (`client = "macros-<test>"`) and uses its own lock paths, so the tests run in parallel on the
 //! shared server without seeing each other.
 
-mod support;
-
 use std::future::pending;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::zk::{children, new_client, server, wait_for_children, PATIENCE};
+use crate::support::{new_client, server, PATIENCE};
 use tokio::sync::Notify;
+use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{
     named_client, zk_lock, zk_multi_lock, zk_read_lock, zk_semaphore, zk_write_lock, Client, Error, LostReason, Mutex,
     MutexGuard,
@@ -19,7 +18,7 @@ use zk_lock::{
 
 /// The expansion under `clippy::pedantic` and `unused_qualifications`, with decoy `core` and
 /// `std` modules (also a trybuild pass case).
-#[path = "ui/pass/lints-and-decoys.rs"]
+#[path = "../ui/pass/lints-and-decoys.rs"]
 mod lints;
 
 /// Installs a client of the shared server under `name`, for `client = "<name>"`.
@@ -71,7 +70,7 @@ async fn an_annotated_function_runs_in_one_task_at_a_time() {
         bounded("an incrementing task", task).await.expect("task panicked");
     }
     assert_eq!(COUNTER.load(Ordering::SeqCst), TASKS * CALLS);
-    wait_for_children(&client, "/it-macros/exclusion/counter", <[String]>::is_empty).await;
+    wait_for_children(&client, "/it-macros/exclusion/counter", <[String]>::is_empty).await.unwrap();
 }
 
 // --- guard, fencing, release ---------------------------------------------------------------------
@@ -93,7 +92,7 @@ async fn the_guard_gives_a_growing_fencing_token_and_the_delete_is_sent_before_r
         last = token;
         // Requests of one session are answered in order: the delete was sent before the
         // function returned, so this listing, sent after, no longer shows the node.
-        assert_eq!(children(&client, "/it-macros/fencing").await, Vec::<String>::new());
+        assert_eq!(children(&client, "/it-macros/fencing").await.unwrap(), Vec::<String>::new());
     }
 }
 
@@ -124,7 +123,7 @@ async fn zero_timeout_returns_busy_while_another_holds_and_a_timeout_gives_up() 
         }
         other => panic!("expected a timeout, got {other:?}"),
     }
-    assert_eq!(children(&client, path).await.len(), 1, "only the holder's node is left");
+    assert_eq!(children(&client, path).await.unwrap().len(), 1, "only the holder's node is left");
 
     holder.release().await.unwrap();
     assert_eq!(skip_if_busy("nightly").await, Ok("nightly"));
@@ -198,7 +197,7 @@ async fn on_lost_ignore_lets_the_body_finish() {
     let started = Arc::new(Notify::new());
     let call = tokio::spawn(finish_anyway(started.clone()));
     bounded("the body's start", started.notified()).await;
-    let nodes = children(&client, path).await;
+    let nodes = children(&client, path).await.unwrap();
     assert_eq!(nodes.len(), 1, "{nodes:?}");
     // Someone else deletes the lock node.
     let other = new_client().await;
@@ -218,7 +217,7 @@ async fn outer(id: u64) -> Result<(i64, i64, usize), Error> {
 
 #[zk_lock(path = "/it-macros/reentry/<id>", client = "macros-reentry", timeout = "2s", guard = g)]
 async fn inner(id: u64) -> Result<(i64, usize), Error> {
-    let nodes = children(&named_client("macros-reentry")?, &format!("/it-macros/reentry/{id}")).await.len();
+    let nodes = children(&named_client("macros-reentry")?, &format!("/it-macros/reentry/{id}")).await.unwrap().len();
     Ok((g.fencing_token(), nodes))
 }
 
@@ -248,14 +247,14 @@ async fn nested_annotated_calls_on_the_same_path_re_enter() {
     let (outer_token, inner_token, nodes) = bounded("nested calls", outer(7)).await.unwrap();
     assert_eq!(outer_token, inner_token, "the inner call holds the outer call's node");
     assert_eq!(nodes, 1, "re-entry creates no node");
-    assert!(children(&client, "/it-macros/reentry/7").await.is_empty());
+    assert!(children(&client, "/it-macros/reentry/7").await.unwrap().is_empty());
 
     assert_eq!(bounded("write, then read inside", write_then_read(8)).await, Ok(8), "a writer may read");
     match bounded("read, then write inside", read_then_write(9)).await {
         Err(Error::WouldDeadlock { path, .. }) => assert_eq!(path, "/it-macros/reentry-rw/9"),
         other => panic!("a reader asking for the write lock must be refused at once, got {other:?}"),
     }
-    assert!(children(&client, "/it-macros/reentry-rw/9").await.is_empty());
+    assert!(children(&client, "/it-macros/reentry-rw/9").await.unwrap().is_empty());
 }
 
 // --- semaphores ---------------------------------------------------------------------------------
@@ -387,13 +386,13 @@ async fn panic_while_holding(what: &str) -> Result<(), Error> {
 async fn a_cancelled_or_panicking_call_releases_its_lock() {
     let client = install("macros-cancel").await;
     let call = tokio::spawn(hold_until_dropped("dropped"));
-    wait_for_children(&client, "/it-macros/cancel/dropped", |c| c.len() == 1).await;
+    wait_for_children(&client, "/it-macros/cancel/dropped", |c| c.len() == 1).await.unwrap();
     call.abort();
-    wait_for_children(&client, "/it-macros/cancel/dropped", <[String]>::is_empty).await;
+    wait_for_children(&client, "/it-macros/cancel/dropped", <[String]>::is_empty).await.unwrap();
 
     let panicked = tokio::spawn(panic_while_holding("panicked")).await;
     assert!(panicked.unwrap_err().is_panic());
-    wait_for_children(&client, "/it-macros/cancel/panicked", <[String]>::is_empty).await;
+    wait_for_children(&client, "/it-macros/cancel/panicked", <[String]>::is_empty).await.unwrap();
     let guard: MutexGuard = Mutex::with_client(&client, "/it-macros/cancel/panicked").try_lock().await.unwrap();
     guard.release().await.unwrap();
 }

@@ -1,11 +1,11 @@
 //! `MultiLock` against a real ZooKeeper: no deadlock in opposite orders, all or nothing.
 
-mod support;
-
 use std::time::Duration;
 
-use support::zk::{children, new_client, wait_for_children};
-use zk_lock::{Error, MultiLock, MultiMember, Mutex, RwLock};
+use crate::scenarios;
+use crate::support::new_client;
+use zk_lock::testing::{children, wait_for_children};
+use zk_lock::{MultiLock, MultiMember, Mutex, RwLock};
 
 const PATH: &str = "/it-multi";
 
@@ -29,8 +29,8 @@ async fn opposite_orders_never_deadlock() {
         task.await.unwrap();
     }
     let client = new_client().await;
-    wait_for_children(&client, &a, |c| c.is_empty()).await;
-    wait_for_children(&client, &b, |c| c.is_empty()).await;
+    wait_for_children(&client, &a, |c| c.is_empty()).await.unwrap();
+    wait_for_children(&client, &b, |c| c.is_empty()).await.unwrap();
 }
 
 #[tokio::test]
@@ -45,30 +45,22 @@ async fn paths_are_sorted_and_de_duplicated_and_taken_in_that_order() {
     assert!(tokens[0].1 < tokens[1].1, "a was granted before b: {tokens:?}");
     assert_eq!(both.fencing_token(), tokens[1].1);
     both.release().await.unwrap();
-    assert!(children(&client, &a).await.is_empty() && children(&client, &b).await.is_empty());
+    assert!(children(&client, &a).await.unwrap().is_empty() && children(&client, &b).await.unwrap().is_empty());
 }
 
+/// The holder takes only the second path: the contender lets the first go again.
 #[tokio::test]
-async fn a_busy_member_leaves_nothing_taken() {
-    let (a, b) = (format!("{PATH}/all-or-nothing/a"), format!("{PATH}/all-or-nothing/b"));
-    let (holder, client) = (new_client().await, new_client().await);
-    let held_b = Mutex::with_client(&holder, &b).lock().await.unwrap();
-    let lock = MultiLock::with_client(&client, [a.clone(), b.clone()]);
+async fn busy_and_timeouts_leave_only_the_holders_nodes() {
+    scenarios::busy_and_timeouts_leave_only_the_holders_nodes::<MultiLock>(
+        &format!("{PATH}/all-or-nothing"),
+        Duration::from_millis(300),
+    )
+    .await;
+}
 
-    assert!(matches!(lock.try_lock().await, Err(Error::Busy { path }) if path == b));
-    assert!(children(&client, &a).await.is_empty(), "a was released again");
-    match lock.lock_timeout(Duration::from_millis(300)).await {
-        Err(Error::Timeout { path, waited }) => {
-            assert_eq!(path, b);
-            assert!(waited >= Duration::from_millis(300));
-        }
-        other => panic!("expected a timeout on b, got {other:?}"),
-    }
-    assert!(children(&client, &a).await.is_empty());
-    assert_eq!(children(&client, &b).await.len(), 1, "only the holder's node");
-
-    held_b.release().await.unwrap();
-    lock.try_lock().await.expect("both free now").release().await.unwrap();
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_sessions_of_eight_tasks_never_overlap() {
+    scenarios::four_sessions_of_eight_tasks_never_overlap::<MultiLock>(&format!("{PATH}/exclusion"), 10).await;
 }
 
 #[tokio::test]
@@ -86,5 +78,5 @@ async fn read_and_write_members_of_one_path_downgrade_instead_of_deadlocking() {
     assert_eq!(nodes.len(), 3);
     assert!(nodes[1].contains("__WRIT__") && nodes[2].contains("__READ__"), "write first, then read: {nodes:?}");
     guard.release().await.unwrap();
-    assert!(children(&client, &shared).await.is_empty());
+    assert!(children(&client, &shared).await.unwrap().is_empty());
 }

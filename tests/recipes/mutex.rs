@@ -1,44 +1,19 @@
 //! `Mutex` against a real ZooKeeper: exclusion, order, re-entrancy, timeouts, cancellation,
 //! loss. All tests share one server; each uses its own lock path.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::exclusion::GuardedCounter;
-use support::zk::{children, client_with_session_timeout, new_client, rng, server, wait_for_children};
+use crate::scenarios;
+use crate::support::{client_with_session_timeout, new_client, rng, server};
+use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{Error, LostReason, Mutex};
 
 const PATH: &str = "/it-mutex";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_sessions_of_eight_tasks_never_overlap() {
-    const SESSIONS: usize = 4;
-    const TASKS: usize = 8;
-    const ROUNDS: u64 = 50;
-    let path = format!("{PATH}/exclusion");
-    let counter = GuardedCounter::default();
-    let mut tasks = Vec::new();
-    for _ in 0..SESSIONS {
-        let client = new_client().await;
-        for _ in 0..TASKS {
-            let (mutex, counter) = (Mutex::with_client(&client, &path), counter.clone());
-            tasks.push(tokio::spawn(async move {
-                for _ in 0..ROUNDS {
-                    let guard = mutex.lock().await.expect("lock");
-                    counter.increment().await;
-                    guard.release().await.expect("release");
-                }
-            }));
-        }
-    }
-    for task in tasks {
-        task.await.expect("task panicked");
-    }
-    assert_eq!(counter.count(), SESSIONS as u64 * TASKS as u64 * ROUNDS);
-    let client = new_client().await;
-    wait_for_children(&client, &path, |c| c.is_empty()).await;
+    scenarios::four_sessions_of_eight_tasks_never_overlap::<Mutex>(&format!("{PATH}/exclusion"), 50).await;
 }
 
 #[tokio::test]
@@ -61,7 +36,7 @@ async fn waiters_are_served_in_queue_order() {
             drop(waiter_client);
         }));
         // Queue the next waiter only after this one's node exists.
-        wait_for_children(&client, &path, |c| c.len() == i + 2).await;
+        wait_for_children(&client, &path, |c| c.len() == i + 2).await.unwrap();
     }
     holder.release().await.unwrap();
     for task in tasks {
@@ -79,7 +54,7 @@ async fn a_task_re_enters_without_a_new_node_and_others_wait_for_the_last_releas
     let inner = mutex.lock().await.unwrap();
     assert_eq!(inner.node_path(), outer.node_path());
     assert_eq!(inner.fencing_token(), outer.fencing_token());
-    assert_eq!(children(&client, &path).await.len(), 1, "re-entry creates no node");
+    assert_eq!(children(&client, &path).await.unwrap().len(), 1, "re-entry creates no node");
 
     let other = {
         let mutex = mutex.clone();
@@ -97,32 +72,12 @@ async fn a_task_re_enters_without_a_new_node_and_others_wait_for_the_last_releas
 }
 
 #[tokio::test]
-async fn timeout_and_busy_remove_their_node_before_returning() {
-    let path = format!("{PATH}/timeout");
-    let client = new_client().await;
-    let holder = Mutex::with_client(&client, &path).lock().await.unwrap();
-    let contender = new_client().await;
-    let mutex = Mutex::with_client(&contender, &path);
-
-    let started = tokio::time::Instant::now();
-    match mutex.lock_timeout(Duration::from_millis(300)).await {
-        Err(Error::Timeout { path: p, waited }) => {
-            assert_eq!(p, path);
-            assert!(waited >= Duration::from_millis(300), "waited {waited:?}");
-        }
-        other => panic!("expected a timeout, got {other:?}"),
-    }
-    assert!(started.elapsed() < Duration::from_secs(5));
-    assert_eq!(children(&client, &path).await, [holder.node_path().rsplit('/').next().unwrap()]);
-
-    assert!(matches!(mutex.try_lock().await, Err(Error::Busy { path: p }) if p == path));
-    assert!(matches!(mutex.lock_timeout(Duration::ZERO).await, Err(Error::Busy { .. })));
-    assert_eq!(children(&client, &path).await.len(), 1, "only the holder's node is left");
-
-    holder.release().await.unwrap();
-    let guard = mutex.try_lock().await.expect("free now");
-    guard.release().await.unwrap();
-    assert!(children(&client, &path).await.is_empty());
+async fn busy_and_timeouts_leave_only_the_holders_nodes() {
+    scenarios::busy_and_timeouts_leave_only_the_holders_nodes::<Mutex>(
+        &format!("{PATH}/timeout"),
+        Duration::from_millis(300),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -142,7 +97,7 @@ async fn acquisitions_dropped_at_random_points_leave_no_node() {
         let _ = acquire.await;
         drop(holder);
     }
-    wait_for_children(&client, &path, |c| c.is_empty()).await;
+    wait_for_children(&client, &path, |c| c.is_empty()).await.unwrap();
 }
 
 #[tokio::test]
@@ -150,9 +105,9 @@ async fn dropping_a_guard_deletes_its_node() {
     let path = format!("{PATH}/drop");
     let client = new_client().await;
     let guard = Mutex::with_client(&client, &path).lock().await.unwrap();
-    assert_eq!(children(&client, &path).await.len(), 1);
+    assert_eq!(children(&client, &path).await.unwrap().len(), 1);
     drop(guard);
-    wait_for_children(&client, &path, |c| c.is_empty()).await;
+    wait_for_children(&client, &path, |c| c.is_empty()).await.unwrap();
 }
 
 #[tokio::test]
@@ -234,7 +189,7 @@ mod waiters_behind_a_node_of_their_session {
             guard.release().await?;
             Ok(token)
         });
-        wait_for_children(client, path, |c| c.len() == queued).await;
+        wait_for_children(client, path, |c| c.len() == queued).await.unwrap();
         waiter
     }
 
@@ -271,7 +226,7 @@ mod waiters_behind_a_node_of_their_session {
             let mutex = Mutex::with_client(&client, &path);
             tokio::spawn(async move { mutex.lock().await })
         };
-        wait_for_children(&client, &path, |c| c.len() == 2).await;
+        wait_for_children(&client, &path, |c| c.len() == 2).await.unwrap();
         let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let patient = {
             let mutex = Mutex::with_client(&client, &path);
@@ -282,12 +237,12 @@ mod waiters_behind_a_node_of_their_session {
                 guard.fencing_token()
             })
         };
-        wait_for_children(&client, &path, |c| c.len() == 3).await;
+        wait_for_children(&client, &path, |c| c.len() == 3).await.unwrap();
         // Cancelled while it waits: its node goes, but it was never granted, so the holder is
         // still ahead of the patient waiter.
         gave_up.abort();
         assert!(gave_up.await.unwrap_err().is_cancelled());
-        wait_for_children(&client, &path, |c| c.len() == 2).await;
+        wait_for_children(&client, &path, |c| c.len() == 2).await.unwrap();
         released.store(true, std::sync::atomic::Ordering::SeqCst);
         holder.release().await.expect("still held when released");
         assert!(patient.await.unwrap() > holder_token);
@@ -306,7 +261,7 @@ async fn a_waiter_of_another_session_goes_on_when_the_holders_session_expires() 
     let mutex = Mutex::with_client(&client, &path);
     let waiter =
         tokio::spawn(async move { mutex.lock_timeout(Duration::from_secs(30)).await.map(|g| g.fencing_token()) });
-    wait_for_children(&client, &path, |c| c.len() == 2).await;
+    wait_for_children(&client, &path, |c| c.len() == 2).await.unwrap();
     server().expire_session(&holder_client.zookeeper()).await.expect("expire");
     let token = waiter.await.unwrap().expect("granted after the holder's session expired");
     assert!(token > holder.fencing_token());
@@ -322,7 +277,7 @@ async fn queue_behind(
     let path = holder.node_path().rsplit_once('/').unwrap().0.to_owned();
     let mutex = Mutex::with_client(&new_client().await, &path);
     let waiter = tokio::spawn(async move { mutex.lock_timeout(Duration::from_secs(30)).await });
-    let queued = wait_for_children(client, &path, |c| c.len() == 2).await;
+    let queued = wait_for_children(client, &path, |c| c.len() == 2).await.unwrap();
     let holder_node = holder.node_path().rsplit('/').next().unwrap();
     let waiting = queued.into_iter().find(|node| node != holder_node).unwrap();
     (waiter, waiting)
@@ -350,7 +305,7 @@ async fn a_waiter_whose_node_is_deleted_queues_again_instead_of_taking_a_lost_lo
     let (waiter, deleted) = queue_behind(&client, &holder).await;
 
     client.zookeeper().delete(&format!("{path}/{deleted}"), None).await.unwrap();
-    wait_for_children(&client, &path, |c| c.len() == 2 && !c.contains(&deleted)).await;
+    wait_for_children(&client, &path, |c| c.len() == 2 && !c.contains(&deleted)).await.unwrap();
     holder.release().await.unwrap();
 
     let guard = waiter.await.unwrap().expect("granted on its new node");

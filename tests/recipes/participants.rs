@@ -2,12 +2,11 @@
 //! read/write and semaphore layouts made by hand. All tests share one server; each uses its own
 //! lock path.
 
-mod support;
-
 use std::time::{Duration, SystemTime};
 
-use support::kazoo::{KazooLock, Recipe};
-use support::zk::{new_client, server, wait_for_children};
+use crate::support::kazoo::{KazooLock, Recipe};
+use crate::support::{new_client, server};
+use zk_lock::testing::wait_for_children;
 use zk_lock::{participants_with, Client, Error, HolderDescription, Mutex, Participant, ParticipantKind, Role};
 use zookeeper_client::{Acls, CreateMode};
 
@@ -43,7 +42,7 @@ async fn a_mutex_holder_and_its_waiters_in_queue_order() {
         let client = new_client().await;
         let mutex = Mutex::with_client(&client, &path);
         let task = tokio::spawn(async move { mutex.lock().await.unwrap().release().await.unwrap() });
-        wait_for_children(&holder_client, &path, |c| c.len() == queued + 1).await;
+        wait_for_children(&holder_client, &path, |c| c.len() == queued + 1).await.unwrap();
         waiters.push((client, task));
     }
 
@@ -89,7 +88,7 @@ async fn kazoo_locks_show_beside_ours() {
     // A Curator-style mutex on the same path ignores kazoo's nodes, and kazoo ignores it.
     let ours = Mutex::with_client(&client, &path).lock().await.unwrap();
     let mut reader = KazooLock::start(&connect, &path, Recipe::ReadLock, "kazoo-reader");
-    wait_for_children(&client, &path, |c| c.len() == 3).await;
+    wait_for_children(&client, &path, |c| c.len() == 3).await.unwrap();
 
     let found = participants_with(&client, &path).await.unwrap();
     assert_eq!(kinds(&found), [ParticipantKind::KazooLock, ParticipantKind::Mutex, ParticipantKind::KazooRead]);

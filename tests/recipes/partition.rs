@@ -12,16 +12,14 @@
 //! After each scenario the orphan oracle (`zk_lock::testing::audit`) must find no node of the
 //! partitioned client that the library does not account for.
 
-mod support;
-
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use support::zk::{children, new_client, server, wait_for_children, PATIENCE};
+use crate::support::{new_client, server, PATIENCE};
 use tokio::time::Instant;
-use zk_lock::testing::{audit, Direction, Proxy, TestingServer};
+use zk_lock::testing::{audit, children, wait_for_children, Direction, Proxy, TestingServer};
 use zk_lock::{Client, Error, LostReason, Mutex, MutexGuard, RwLock, Semaphore, SemaphorePermit, WriteGuard};
 
 /// The partitioned clients' session timeout: the loss is declared 3/5 of it after the last
@@ -76,8 +74,8 @@ impl Recipe {
     async fn until_someone_waits(self, observer: &Client, path: &str) {
         match self {
             // The waiter holds the internal lock and has its lease node counted.
-            Self::Semaphore => wait_for_children(observer, &format!("{path}/leases"), |c| c.len() >= 2).await,
-            Self::Mutex | Self::Write => wait_for_children(observer, path, |c| c.len() >= 2).await,
+            Self::Semaphore => wait_for_children(observer, &format!("{path}/leases"), |c| c.len() >= 2).await.unwrap(),
+            Self::Mutex | Self::Write => wait_for_children(observer, path, |c| c.len() >= 2).await.unwrap(),
         };
     }
 }
@@ -170,7 +168,7 @@ async fn until_retiring(client: &Client, root: &str) {
 async fn queue_empties(observer: &Client, queue: &str, within: Duration) -> Duration {
     let started = Instant::now();
     poll_until(within, || async move {
-        let left = children(observer, queue).await;
+        let left = children(observer, queue).await.unwrap();
         if left.is_empty() {
             Ok(())
         } else {
@@ -297,7 +295,7 @@ async fn cut_off(recipe: Recipe, when: CutOff) {
             recipe.try_take(&observer, &path).await.expect("make the parents").release().await.expect("release");
             proxy.cut_one_way(Direction::ToClient);
             waiting = Some(spawn_take(recipe, &partitioned, &path));
-            let reached = wait_for_children(&observer, &queue, |c| !c.is_empty()).await;
+            let reached = wait_for_children(&observer, &queue, |c| !c.is_empty()).await.unwrap();
             assert_eq!(reached.len(), 1, "{recipe}: {reached:?}");
         }
         CutOff::Releasing => {

@@ -2,30 +2,16 @@
 
 use std::time::Duration;
 
-use zk_lock::testing::TestingServer;
+use zk_lock::testing::{ServerCounters, TestingServer};
 use zk_lock::{Client, Mutex, Semaphore, SemaphoreMutex};
 
+/// The server's counters (`mntr`); each reading is itself one packet.
+fn counters(server: &TestingServer) -> ServerCounters {
+    server.counters().expect("mntr")
+}
+
 fn packets_received(server: &TestingServer) -> u64 {
-    Counters::read(server).packets
-}
-
-/// The server's counters; each reading is itself one packet.
-struct Counters {
-    packets: u64,
-    watches: u64,
-}
-
-impl Counters {
-    fn read(server: &TestingServer) -> Self {
-        let mntr = server.four_letter("mntr").expect("mntr");
-        let value = |key: &str| -> u64 {
-            mntr.lines()
-                .find_map(|line| line.strip_prefix(key)?.strip_prefix('\t'))
-                .and_then(|n| n.trim().parse().ok())
-                .unwrap_or_else(|| panic!("no {key} in mntr output:\n{mntr}"))
-        };
-        Self { packets: value("zk_packets_received"), watches: value("zk_watch_count") }
-    }
+    counters(server).packets_received
 }
 
 /// Two writes (create, delete) and two reads (the listing sent with the create, and the watch on
@@ -111,7 +97,7 @@ async fn a_queue_drained_on_one_session_costs_one_request_per_hand_off() {
         Client::builder(server.connect_string()).session_timeout(Duration::from_secs(60)).connect().await.unwrap();
     let path = "/requests/drain";
     let holder = Mutex::with_client(&client, path).lock().await.unwrap();
-    let queued_before = Counters::read(&server);
+    let queued_before = counters(&server);
 
     let mut waiters = Vec::new();
     for _ in 0..WAITERS {
@@ -123,9 +109,9 @@ async fn a_queue_drained_on_one_session_costs_one_request_per_hand_off() {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let mut readings = 0;
     let queued = loop {
-        let now = Counters::read(&server);
+        let now = counters(&server);
         readings += 1;
-        if now.packets >= queued_before.packets + readings + 3 * WAITERS
+        if now.packets_received >= queued_before.packets_received + readings + 3 * WAITERS
             && now.watches >= queued_before.watches + WAITERS
         {
             break now;
@@ -133,7 +119,7 @@ async fn a_queue_drained_on_one_session_costs_one_request_per_hand_off() {
         assert!(tokio::time::Instant::now() < deadline, "the waiters did not all queue");
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    let joined = queued.packets - queued_before.packets - readings;
+    let joined = queued.packets_received - queued_before.packets_received - readings;
     // A ping may fall in the window.
     assert!(joined <= 3 * WAITERS + 2, "{joined} requests for {WAITERS} waiters to join the queue");
 

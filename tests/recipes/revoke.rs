@@ -1,9 +1,8 @@
 //! `revoke` against a real ZooKeeper: Curator's `__REVOKE__` protocol reaches our guards, and
 //! only holders are asked. All tests share one server; each uses its own lock path.
 
-mod support;
-
-use support::zk::{children, new_client, server, wait_for_children, PATIENCE};
+use crate::support::{new_client, server, PATIENCE};
+use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{revoke_node, revoke_with, Client, Error, Mutex};
 use zookeeper_client::{Acls, CreateMode, Error as ZkError};
 
@@ -23,7 +22,7 @@ async fn revoking_a_mutex_asks_its_holder_and_not_its_waiter() {
     let waiter_client = new_client().await;
     let mutex = Mutex::with_client(&waiter_client, &path);
     let waiter = tokio::spawn(async move { mutex.lock().await.unwrap().release().await.unwrap() });
-    let queued = wait_for_children(&client, &path, |c| c.len() == 2).await;
+    let queued = wait_for_children(&client, &path, |c| c.len() == 2).await.unwrap();
     let waiter_node = queued.iter().map(|name| format!("{path}/{name}")).find(|p| p != guard.node_path()).unwrap();
     let waiter_data = data(&client, &waiter_node).await;
     assert!(!guard.is_revoked());
@@ -93,7 +92,7 @@ async fn revoke_node_asks_one_node_and_refuses_missing_or_non_lock_nodes() {
         }
     }
     assert_ne!(data(&client, &path).await, REVOKE);
-    assert_eq!(children(&client, &path).await.len(), 1);
+    assert_eq!(children(&client, &path).await.unwrap().len(), 1);
     guard.release().await.unwrap();
 }
 

@@ -1,13 +1,13 @@
 //! `RwLock` against a real ZooKeeper: sharing, exclusion, fairness, re-entrancy, downgrade and
 //! the refused upgrade. All tests share one server; each uses its own lock path.
 
-mod support;
-
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::zk::{children, new_client, wait_for_children};
+use crate::scenarios::{self, Write};
+use crate::support::new_client;
+use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{Error, RwLock};
 
 const PATH: &str = "/it-rwlock";
@@ -26,7 +26,7 @@ async fn readers_share_and_a_writer_excludes_everyone() {
     assert!(matches!(RwLock::with_client(&b, &path).try_read().await, Err(Error::Busy { .. })));
     assert!(matches!(RwLock::with_client(&c, &path).try_write().await, Err(Error::Busy { .. })));
     write.release().await.unwrap();
-    assert!(children(&a, &path).await.is_empty(), "refused attempts left no node");
+    assert!(children(&a, &path).await.unwrap().is_empty(), "refused attempts left no node");
 }
 
 #[tokio::test]
@@ -38,7 +38,7 @@ async fn a_queued_writer_keeps_later_readers_out() {
         let lock = RwLock::with_client(&writer_client, &path);
         tokio::spawn(async move { lock.write().await })
     };
-    wait_for_children(&reader_client, &path, |c| c.len() == 2).await;
+    wait_for_children(&reader_client, &path, |c| c.len() == 2).await.unwrap();
 
     let late = RwLock::with_client(&late_client, &path);
     assert!(matches!(late.try_read().await, Err(Error::Busy { .. })), "a reader behind a queued writer waits");
@@ -63,9 +63,9 @@ async fn both_sides_re_enter_within_a_task() {
     let read = lock.read().await.unwrap();
     let read_again = lock.read().await.unwrap();
     assert_eq!(read.node_path(), read_again.node_path());
-    assert_eq!(children(&client, &path).await.len(), 1);
+    assert_eq!(children(&client, &path).await.unwrap().len(), 1);
     drop((read, read_again));
-    wait_for_children(&client, &path, |c| c.is_empty()).await;
+    wait_for_children(&client, &path, |c| c.is_empty()).await.unwrap();
 }
 
 #[tokio::test]
@@ -81,7 +81,7 @@ async fn upgrading_a_read_lock_is_refused_at_once() {
         }
         other => panic!("expected WouldDeadlock, got {other:?}"),
     }
-    assert_eq!(children(&client, &path).await.len(), 1, "the refused upgrade created no node");
+    assert_eq!(children(&client, &path).await.unwrap().len(), 1, "the refused upgrade created no node");
     read.release().await.unwrap();
 }
 
@@ -105,7 +105,7 @@ async fn a_downgrade_keeps_the_read_lock_when_the_write_lock_goes() {
             overlapped
         })
     };
-    wait_for_children(&client, &path, |c| c.len() == 2).await;
+    wait_for_children(&client, &path, |c| c.len() == 2).await.unwrap();
 
     let read = lock.read().await.expect("the writer may take the read lock");
     reading.store(true, Ordering::SeqCst);
@@ -117,7 +117,7 @@ async fn a_downgrade_keeps_the_read_lock_when_the_write_lock_goes() {
     write.release().await.unwrap();
     // The waiting writer has seen the write node go; whatever it decided, the read node and
     // its own node are all that is left, and it has not finished.
-    wait_for_children(&client, &path, |c| c.len() == 2 && c.iter().any(|n| n == &read_node)).await;
+    wait_for_children(&client, &path, |c| c.len() == 2 && c.iter().any(|n| n == &read_node)).await.unwrap();
     assert!(!waiting_writer.is_finished());
     // Not synchronisation: a window in which a wrong grant would show. The `reading` flag
     // checked by the writer is what catches an overlap.
@@ -179,26 +179,29 @@ async fn readers_and_writers_of_four_sessions_never_overlap_wrongly() {
     assert_eq!(writes.load(Ordering::SeqCst), writers * ROUNDS, "no write was lost");
     assert_eq!(reads.load(Ordering::SeqCst), (SESSIONS * TASKS) as u64 * ROUNDS - writers * ROUNDS);
     let client = new_client().await;
-    wait_for_children(&client, &path, |c| c.is_empty()).await;
+    wait_for_children(&client, &path, |c| c.is_empty()).await.unwrap();
 }
 
+/// A writer keeps readers out as well as writers.
 #[tokio::test]
-async fn timed_out_reads_and_writes_leave_no_node() {
-    let path = format!("{PATH}/timeout");
-    let (holder, other) = (new_client().await, new_client().await);
-    let write = RwLock::with_client(&holder, &path).write().await.unwrap();
-    let lock = RwLock::with_client(&other, &path);
-    assert!(matches!(lock.read_timeout(Duration::from_millis(200)).await, Err(Error::Timeout { .. })));
-    assert!(matches!(lock.write_timeout(Duration::from_millis(200)).await, Err(Error::Timeout { .. })));
-    assert_eq!(children(&holder, &path).await.len(), 1);
-    write.release().await.unwrap();
+async fn busy_and_timeouts_leave_only_the_holders_nodes() {
+    scenarios::busy_and_timeouts_leave_only_the_holders_nodes::<Write>(
+        &format!("{PATH}/timeout"),
+        Duration::from_millis(200),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writers_of_four_sessions_of_eight_tasks_never_overlap() {
+    scenarios::four_sessions_of_eight_tasks_never_overlap::<Write>(&format!("{PATH}/exclusion"), 10).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_and_writes_dropped_at_random_points_leave_no_node() {
     let path = format!("{PATH}/cancel");
     let client = new_client().await;
-    let mut rng = support::zk::rng();
+    let mut rng = crate::support::rng();
     for round in 0..40 {
         // A writer holds in half the rounds, so the dropped acquisitions are waiting there.
         let holder =
@@ -218,5 +221,5 @@ async fn reads_and_writes_dropped_at_random_points_leave_no_node() {
         let _ = acquire.await;
         drop(holder);
     }
-    wait_for_children(&client, &path, |c| c.is_empty()).await;
+    wait_for_children(&client, &path, |c| c.is_empty()).await.unwrap();
 }

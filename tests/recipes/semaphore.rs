@@ -1,46 +1,19 @@
 //! `Semaphore` against a real ZooKeeper: the lease limit under contention, fairness, several
 //! leases at once, single attempts, timeouts, cancellation, a limit driven by a `SharedCount`,
-//! lost and vanished leases, and the requests an uncontended cycle costs. All tests but the last
-//! share one server; each uses its own path.
-
-mod support;
+//! lost and vanished leases. All tests share one server; each uses its own path. The requests a
+//! cycle costs are counted in `requests_per_cycle.rs`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::zk::{children, client_with_session_timeout, new_client, rng, server, wait_for_children, PATIENCE};
+use crate::scenarios::{self, Leases};
+use crate::support::{client_with_session_timeout, new_client, rng, server, PATIENCE};
 use tokio::sync::Barrier;
-use zk_lock::{
-    Client, Error, LostReason, Semaphore, SemaphoreMutex, SemaphoreMutexGuard, SemaphorePermit, SharedCount,
-    VersionedCount,
-};
+use zk_lock::testing::{children, wait_for_children};
+use zk_lock::{Client, Error, LostReason, Semaphore, SharedCount};
 
 const PATH: &str = "/it-semaphore";
-
-fn send_static<T: Send + 'static>(_: &T) {}
-fn send_sync_static<T: Send + Sync + 'static>() {}
-
-#[test]
-fn types_and_futures_cross_threads_and_tasks() {
-    send_sync_static::<Semaphore>();
-    send_sync_static::<SemaphorePermit>();
-    send_sync_static::<SemaphoreMutex>();
-    send_sync_static::<SemaphoreMutexGuard>();
-    send_sync_static::<SharedCount>();
-    send_sync_static::<VersionedCount>();
-    // Only built, never polled: no server is needed to check their types.
-    let semaphore = Semaphore::with_count("/api/semaphore", SharedCount::new("/api/count", 2));
-    send_static(&{
-        let semaphore = semaphore.clone();
-        async move { semaphore.acquire_many_timeout(2, Duration::from_secs(1)).await }
-    });
-    send_static(&async move { semaphore.try_acquire().await?.release().await });
-    let count = SharedCount::new("/api/count", 2);
-    send_static(&async move { count.try_set(3, 0).await });
-    let mutex = SemaphoreMutex::new("/api/semaphore-mutex");
-    send_static(&async move { mutex.lock().await.map(|guard| guard.lost()) });
-}
 
 fn leases(path: &str) -> String {
     format!("{path}/leases")
@@ -92,7 +65,7 @@ async fn four_sessions_of_eight_tasks_never_exceed_the_limit_and_reach_it() {
     tokio::time::timeout(PATIENCE, all_hold.wait()).await.expect("all MAX sessions hold a lease at once");
     assert_eq!(most.load(Ordering::SeqCst), MAX);
     let observer = new_client().await;
-    assert_eq!(children(&observer, &leases(&path)).await.len(), MAX);
+    assert_eq!(children(&observer, &leases(&path)).await.unwrap().len(), MAX);
     checked.wait().await;
     for task in full {
         task.await.expect("task panicked");
@@ -123,8 +96,8 @@ async fn four_sessions_of_eight_tasks_never_exceed_the_limit_and_reach_it() {
         task.await.expect("task panicked");
     }
     assert_eq!(most.load(Ordering::SeqCst), MAX);
-    wait_for_children(&observer, &leases(&path), |c| c.is_empty()).await;
-    wait_for_children(&observer, &locks(&path), |c| c.is_empty()).await;
+    wait_for_children(&observer, &leases(&path), |c| c.is_empty()).await.unwrap();
+    wait_for_children(&observer, &locks(&path), |c| c.is_empty()).await.unwrap();
 }
 
 #[tokio::test]
@@ -149,7 +122,7 @@ async fn waiters_are_served_in_queue_order() {
             drop(waiter_client);
         }));
         // The first waiter holds the internal mutex, the others queue behind it.
-        wait_for_children(&client, &locks(&path), |c| c.len() == i + 1).await;
+        wait_for_children(&client, &locks(&path), |c| c.len() == i + 1).await.unwrap();
     }
     first.release().await.unwrap();
     for task in tasks {
@@ -157,7 +130,7 @@ async fn waiters_are_served_in_queue_order() {
     }
     assert_eq!(*order.lock().unwrap(), (0..WAITERS).collect::<Vec<_>>());
     second.release().await.unwrap();
-    wait_for_children(&client, &leases(&path), |c| c.is_empty()).await;
+    wait_for_children(&client, &leases(&path), |c| c.is_empty()).await.unwrap();
 }
 
 #[tokio::test]
@@ -168,7 +141,7 @@ async fn acquire_many_takes_leases_together_and_each_is_released_on_its_own() {
     assert_eq!(two.len(), 2);
     assert_ne!(two[0].node_path(), two[1].node_path());
     assert!(two.iter().all(|p| p.node_path().starts_with(&format!("{path}/leases/_c_")) && p.path() == path));
-    assert_eq!(children(&a, &leases(&path)).await.len(), 2);
+    assert_eq!(children(&a, &leases(&path)).await.unwrap().len(), 2);
 
     let b_semaphore = Semaphore::with_client(&b, &path, 3);
     assert!(matches!(b_semaphore.try_acquire_many(2).await, Err(Error::Busy { .. })), "2 + 2 leases exceed 3");
@@ -181,16 +154,16 @@ async fn acquire_many_takes_leases_together_and_each_is_released_on_its_own() {
         tokio::spawn(async move { c_semaphore.acquire_many(2).await })
     };
     // The waiter holds the internal mutex with its two leases made: 5 lease nodes.
-    wait_for_children(&a, &leases(&path), |c| c.len() == 5).await;
+    wait_for_children(&a, &leases(&path), |c| c.len() == 5).await.unwrap();
     let kept = two.pop().unwrap();
     two.pop().unwrap().release().await.unwrap();
     assert!(kept.is_held(), "releasing one permit keeps the other");
-    wait_for_children(&a, &leases(&path), |c| c.len() == 4).await;
+    wait_for_children(&a, &leases(&path), |c| c.len() == 4).await.unwrap();
     assert!(!waiter.is_finished(), "4 leases exceed 3");
     b_permit.release().await.unwrap();
     let granted = tokio::time::timeout(PATIENCE, waiter).await.expect("granted").unwrap().expect("two leases");
     assert_eq!(granted.len(), 2);
-    let now = children(&a, &leases(&path)).await;
+    let now = children(&a, &leases(&path)).await.unwrap();
     assert_eq!(now.len(), 3, "{now:?}");
     for permit in &granted {
         assert!(now.contains(&name_of(permit.node_path())));
@@ -200,70 +173,51 @@ async fn acquire_many_takes_leases_together_and_each_is_released_on_its_own() {
         permit.release().await.unwrap();
     }
     assert!(Semaphore::with_client(&a, &path, 3).acquire_many(0).await.unwrap().is_empty());
-    wait_for_children(&a, &leases(&path), |c| c.is_empty()).await;
-    wait_for_children(&a, &locks(&path), |c| c.is_empty()).await;
+    wait_for_children(&a, &leases(&path), |c| c.is_empty()).await.unwrap();
+    wait_for_children(&a, &locks(&path), |c| c.is_empty()).await.unwrap();
 }
 
+/// A full semaphore of two leases; the timeouts wait for a lease (holding the internal mutex).
 #[tokio::test]
-async fn try_acquire_on_a_full_semaphore_is_busy_and_leaves_no_node() {
-    let path = format!("{PATH}/busy");
-    let (holder, other) = (new_client().await, new_client().await);
-    let semaphore = Semaphore::with_client(&holder, &path, 2);
-    let held = [semaphore.acquire().await.unwrap(), semaphore.acquire().await.unwrap()];
-    let contender = Semaphore::with_client(&other, &path, 2);
-    for _ in 0..3 {
-        assert!(matches!(contender.try_acquire().await, Err(Error::Busy { path: p }) if p == path));
-        assert!(matches!(contender.acquire_timeout(Duration::ZERO).await, Err(Error::Busy { .. })));
-        assert!(matches!(contender.try_acquire_many(1).await, Err(Error::Busy { .. })));
-    }
-    // Listed through the contender's own session: after its deletes.
-    let mut left = children(&other, &leases(&path)).await;
-    left.sort();
-    let mut holders: Vec<String> = held.iter().map(|p| name_of(p.node_path())).collect();
-    holders.sort();
-    assert_eq!(left, holders, "only the holders' leases are left");
-    assert!(children(&other, &locks(&path)).await.is_empty());
-    drop(held);
-    let permit = contender.try_acquire().await.expect("free again");
-    permit.release().await.unwrap();
+async fn busy_and_timeouts_leave_only_the_holders_nodes() {
+    scenarios::busy_and_timeouts_leave_only_the_holders_nodes::<Leases<2>>(
+        &format!("{PATH}/busy"),
+        Duration::from_millis(300),
+    )
+    .await;
 }
 
+/// With one lease, a semaphore is a mutex.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_sessions_of_eight_tasks_with_one_lease_never_overlap() {
+    scenarios::four_sessions_of_eight_tasks_never_overlap::<Leases<1>>(&format!("{PATH}/exclusion"), 10).await;
+}
+
+/// Waiting for a lease is `busy_and_timeouts_leave_only_the_holders_nodes`; here the contender
+/// waits for the internal mutex, which another waiter holds.
 #[tokio::test]
-async fn timeouts_remove_every_node_before_returning() {
+async fn a_timeout_waiting_for_the_internal_mutex_removes_every_node_before_returning() {
     let path = format!("{PATH}/timeout");
     let (holder_client, waiter_client, contender_client) = (new_client().await, new_client().await, new_client().await);
     let holder = Semaphore::with_client(&holder_client, &path, 1).acquire().await.unwrap();
     let contender = Semaphore::with_client(&contender_client, &path, 1);
-
-    // Waiting for a lease, holding the internal mutex.
-    let started = tokio::time::Instant::now();
-    match contender.acquire_timeout(Duration::from_millis(300)).await {
-        Err(Error::Timeout { path: p, waited }) => {
-            assert_eq!(p, path);
-            assert!(waited >= Duration::from_millis(300), "waited {waited:?}");
-        }
-        other => panic!("expected a timeout, got {other:?}"),
-    }
-    assert!(started.elapsed() < Duration::from_secs(5));
-    assert_eq!(children(&contender_client, &leases(&path)).await, [name_of(holder.node_path())]);
-    assert!(children(&contender_client, &locks(&path)).await.is_empty());
 
     // Waiting for the internal mutex, held by another waiter.
     let waiter = {
         let semaphore = Semaphore::with_client(&waiter_client, &path, 1);
         tokio::spawn(async move { semaphore.acquire().await })
     };
-    wait_for_children(&holder_client, &locks(&path), |c| c.len() == 1).await;
-    let waiter_lock = children(&holder_client, &locks(&path)).await;
+    wait_for_children(&holder_client, &locks(&path), |c| c.len() == 1).await.unwrap();
+    let waiter_lock = children(&holder_client, &locks(&path)).await.unwrap();
     assert!(matches!(contender.acquire_many_timeout(1, Duration::from_millis(300)).await, Err(Error::Timeout { .. })));
-    assert_eq!(children(&contender_client, &locks(&path)).await, waiter_lock, "only the waiter's lock node");
-    assert_eq!(children(&contender_client, &leases(&path)).await.len(), 2, "the holder's and the waiter's");
+    assert_eq!(children(&contender_client, &locks(&path)).await.unwrap(), waiter_lock, "only the waiter's lock node");
+    assert_eq!(children(&contender_client, &leases(&path)).await.unwrap().len(), 2, "the holder's and the waiter's");
 
     holder.release().await.unwrap();
     let permit = waiter.await.unwrap().expect("the waiter gets the lease");
     permit.release().await.unwrap();
-    wait_for_children(&holder_client, &leases(&path), |c| c.is_empty()).await;
-    wait_for_children(&holder_client, &locks(&path), |c| c.is_empty()).await;
+    wait_for_children(&holder_client, &leases(&path), |c| c.is_empty()).await.unwrap();
+    wait_for_children(&holder_client, &locks(&path), |c| c.is_empty()).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -295,8 +249,8 @@ async fn acquisitions_dropped_at_random_points_leave_no_node() {
         let _ = acquire.await;
         drop(held);
     }
-    wait_for_children(&client, &leases(&path), |c| c.is_empty()).await;
-    wait_for_children(&client, &locks(&path), |c| c.is_empty()).await;
+    wait_for_children(&client, &leases(&path), |c| c.is_empty()).await.unwrap();
+    wait_for_children(&client, &locks(&path), |c| c.is_empty()).await.unwrap();
 }
 
 #[tokio::test]
@@ -317,13 +271,13 @@ async fn raising_the_shared_count_wakes_a_waiter() {
         let semaphore = counted(&waiter_client);
         tokio::spawn(async move { semaphore.acquire().await })
     };
-    wait_for_children(&admin_client, &leases(&path), |c| c.len() == 2).await;
+    wait_for_children(&admin_client, &leases(&path), |c| c.len() == 2).await.unwrap();
     assert!(!waiter.is_finished(), "2 leases exceed a count of 1");
 
     admin.set(2).await.unwrap();
     let second = tokio::time::timeout(PATIENCE, waiter).await.expect("woken by the count").unwrap().unwrap();
     assert!(holder.is_held() && second.is_held());
-    assert_eq!(children(&admin_client, &leases(&path)).await.len(), 2);
+    assert_eq!(children(&admin_client, &leases(&path)).await.unwrap().len(), 2);
 
     // Lowering the count admits nobody new.
     admin.set(1).await.unwrap();
@@ -358,18 +312,18 @@ async fn a_waiting_lease_that_vanishes_is_made_again_and_counted_once() {
         let semaphore = Semaphore::with_client(&waiter_client, &path, 1);
         tokio::spawn(async move { semaphore.acquire().await })
     };
-    let both = wait_for_children(&holder_client, &leases(&path), |c| c.len() == 2).await;
+    let both = wait_for_children(&holder_client, &leases(&path), |c| c.len() == 2).await.unwrap();
     let holder_name = name_of(holder.node_path());
     let vanished = both.into_iter().find(|name| *name != holder_name).unwrap();
     holder_client.zookeeper().delete(&format!("{}/{vanished}", leases(&path)), None).await.unwrap();
     // The waiter notices and makes a new lease node.
-    wait_for_children(&holder_client, &leases(&path), |c| c.len() == 2 && !c.contains(&vanished)).await;
+    wait_for_children(&holder_client, &leases(&path), |c| c.len() == 2 && !c.contains(&vanished)).await.unwrap();
     assert!(!waiter.is_finished());
 
     holder.release().await.unwrap();
     let permit = tokio::time::timeout(PATIENCE, waiter).await.expect("granted").unwrap().unwrap();
     assert_ne!(name_of(permit.node_path()), vanished);
-    assert_eq!(children(&holder_client, &leases(&path)).await, [name_of(permit.node_path())]);
+    assert_eq!(children(&holder_client, &leases(&path)).await.unwrap(), [name_of(permit.node_path())]);
     permit.release().await.unwrap();
 }
 
@@ -383,20 +337,20 @@ async fn a_waiter_whose_session_expires_queues_again_on_a_new_session() {
         let semaphore = Semaphore::with_client(&waiter_client, &path, 1);
         tokio::spawn(async move { semaphore.acquire().await })
     };
-    let before = wait_for_children(&holder_client, &leases(&path), |c| c.len() == 2).await;
-    let old_lock = wait_for_children(&holder_client, &locks(&path), |c| c.len() == 1).await;
+    let before = wait_for_children(&holder_client, &leases(&path), |c| c.len() == 2).await.unwrap();
+    let old_lock = wait_for_children(&holder_client, &locks(&path), |c| c.len() == 1).await.unwrap();
     let old_lease = before.into_iter().find(|name| *name != name_of(holder.node_path())).unwrap();
 
     server().expire_session(&waiter_client.zookeeper()).await.expect("expire");
     // The old session's nodes are gone and the waiter is back in line on a new session.
-    wait_for_children(&holder_client, &leases(&path), |c| c.len() == 2 && !c.contains(&old_lease)).await;
-    wait_for_children(&holder_client, &locks(&path), |c| c.len() == 1 && c != old_lock.as_slice()).await;
+    wait_for_children(&holder_client, &leases(&path), |c| c.len() == 2 && !c.contains(&old_lease)).await.unwrap();
+    wait_for_children(&holder_client, &locks(&path), |c| c.len() == 1 && c != old_lock.as_slice()).await.unwrap();
     assert!(!waiter.is_finished());
 
     holder.release().await.unwrap();
     let permit = tokio::time::timeout(PATIENCE, waiter).await.expect("granted").unwrap().expect("a lease");
     assert!(permit.is_held());
-    assert_eq!(children(&holder_client, &leases(&path)).await, [name_of(permit.node_path())]);
+    assert_eq!(children(&holder_client, &leases(&path)).await.unwrap(), [name_of(permit.node_path())]);
     permit.release().await.unwrap();
 }
 

@@ -1,44 +1,18 @@
 //! `SemaphoreMutex` against a real ZooKeeper: exclusion, the refused nested acquire, other tasks
 //! waiting, timeouts. All tests share one server; each uses its own path.
 
-mod support;
-
 use std::time::Duration;
 
-use support::exclusion::GuardedCounter;
-use support::zk::{children, new_client, wait_for_children, PATIENCE};
+use crate::scenarios;
+use crate::support::{new_client, PATIENCE};
+use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{Error, SemaphoreMutex};
 
 const PATH: &str = "/it-semaphore-mutex";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_sessions_of_eight_tasks_never_overlap() {
-    const SESSIONS: usize = 4;
-    const TASKS: usize = 8;
-    const ROUNDS: u64 = 15;
-    let path = format!("{PATH}/exclusion");
-    let counter = GuardedCounter::default();
-    let mut tasks = Vec::new();
-    for _ in 0..SESSIONS {
-        let client = new_client().await;
-        for _ in 0..TASKS {
-            let (lock, counter) = (SemaphoreMutex::with_client(&client, &path), counter.clone());
-            tasks.push(tokio::spawn(async move {
-                for _ in 0..ROUNDS {
-                    let guard = lock.lock().await.expect("lock");
-                    counter.increment().await;
-                    guard.release().await.expect("release");
-                }
-            }));
-        }
-    }
-    for task in tasks {
-        task.await.expect("task panicked");
-    }
-    assert_eq!(counter.count(), SESSIONS as u64 * TASKS as u64 * ROUNDS);
-    let client = new_client().await;
-    wait_for_children(&client, &format!("{path}/leases"), |c| c.is_empty()).await;
-    wait_for_children(&client, &format!("{path}/locks"), |c| c.is_empty()).await;
+    scenarios::four_sessions_of_eight_tasks_never_overlap::<SemaphoreMutex>(&format!("{PATH}/exclusion"), 15).await;
 }
 
 #[tokio::test]
@@ -73,8 +47,8 @@ async fn a_nested_acquire_in_the_same_task_is_refused_at_once_and_other_tasks_wa
         }
     }
     // No node was made: the only lease is ours, the internal mutex is free, nothing changed.
-    assert_eq!(children(&client, &leases).await, [guard.node_path().rsplit('/').next().unwrap()]);
-    assert!(children(&client, &format!("{path}/locks")).await.is_empty());
+    assert_eq!(children(&client, &leases).await.unwrap(), [guard.node_path().rsplit('/').next().unwrap()]);
+    assert!(children(&client, &format!("{path}/locks")).await.unwrap().is_empty());
     assert_eq!(cversions().await, before, "no node was created or deleted");
 
     // Another task of the same client is a different holder: it waits.
@@ -90,7 +64,7 @@ async fn a_nested_acquire_in_the_same_task_is_refused_at_once_and_other_tasks_wa
         let lock = lock.clone();
         tokio::spawn(async move { lock.lock().await })
     };
-    wait_for_children(&client, &format!("{path}/locks"), |c| c.len() == 1).await;
+    wait_for_children(&client, &format!("{path}/locks"), |c| c.len() == 1).await.unwrap();
     assert!(!waiter.is_finished());
     guard.release().await.unwrap();
     let theirs = tokio::time::timeout(PATIENCE, waiter).await.expect("granted").unwrap().expect("the other task");
@@ -115,19 +89,10 @@ async fn a_lost_lease_does_not_count_as_held() {
 }
 
 #[tokio::test]
-async fn a_timeout_leaves_no_node() {
-    let path = format!("{PATH}/timeout");
-    let (holder_client, contender_client) = (new_client().await, new_client().await);
-    let guard = SemaphoreMutex::with_client(&holder_client, &path).lock().await.unwrap();
-    let contender = SemaphoreMutex::with_client(&contender_client, &path);
-    assert!(matches!(
-        contender.lock_timeout(Duration::from_millis(200)).await,
-        Err(Error::Timeout { path: p, .. }) if p == path
-    ));
-    assert!(matches!(contender.try_lock().await, Err(Error::Busy { .. })));
-    assert_eq!(children(&contender_client, &format!("{path}/leases")).await.len(), 1);
-    assert!(children(&contender_client, &format!("{path}/locks")).await.is_empty());
-    drop(guard);
-    let guard = tokio::time::timeout(PATIENCE, contender.lock()).await.expect("free after the drop").unwrap();
-    guard.release().await.unwrap();
+async fn busy_and_timeouts_leave_only_the_holders_nodes() {
+    scenarios::busy_and_timeouts_leave_only_the_holders_nodes::<SemaphoreMutex>(
+        &format!("{PATH}/timeout"),
+        Duration::from_millis(200),
+    )
+    .await;
 }

@@ -2,9 +2,7 @@
 //! that shows other clients' changes, and data that is not a count. All tests share one server;
 //! each uses its own path.
 
-mod support;
-
-use support::zk::{new_client, PATIENCE};
+use crate::support::{new_client, PATIENCE};
 use zk_lock::{Error, SharedCount};
 use zookeeper_client::{Acls, CreateMode};
 

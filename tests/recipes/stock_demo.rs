@@ -2,17 +2,15 @@
 //! the stock goes below zero, with `#[zk_lock]` it ends at exactly zero; and the store's fencing
 //! refuses a write with an older token.
 
-mod support;
-
 #[allow(dead_code)] // The example's store; this test uses only part of it.
-#[path = "../examples/stock/db.rs"]
+#[path = "../../examples/stock/db.rs"]
 mod db;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::support::examples::{example_binary, run_example};
 use serde_json::Value;
-use support::examples::{example_binary, run_example};
 
 /// A new empty directory for one test's files.
 fn scratch(name: &str) -> PathBuf {

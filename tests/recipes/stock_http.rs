@@ -2,12 +2,10 @@
 //! the HTTP service under `#[zk_lock]` sell exactly the stock, never more; without the lock the
 //! same load oversells.
 
-mod support;
-
 use std::path::PathBuf;
 
+use crate::support::examples::run_example;
 use serde_json::Value;
-use support::examples::run_example;
 
 /// Runs the example with a small load and its own database, and returns its JSON results.
 fn run(name: &str, stock: i64, extra: &[&str]) -> (Value, String) {

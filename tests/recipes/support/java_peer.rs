@@ -4,9 +4,6 @@
 //! the peer prints `ready` once connected, waits for `go`, then runs its command (see the Java
 //! source for the commands and what they print).
 
-// Each test binary compiles this module separately and uses only part of it.
-#![allow(dead_code)]
-
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -289,6 +286,16 @@ pub fn scratch_dir(group: &str, name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(group).join(unique_name(name));
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
     dir
+}
+
+/// The counter file a peer increments, as the Java peer reads it: missing or empty is 0.
+pub fn read_counter(file: &Path) -> u64 {
+    match std::fs::read_to_string(file) {
+        Ok(text) if text.trim().is_empty() => 0,
+        Ok(text) => text.trim().parse().unwrap_or_else(|e| panic!("counter file holds {text:?}: {e}")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+        Err(e) => panic!("read {}: {e}", file.display()),
+    }
 }
 
 /// The last segment of a node path.

@@ -4,9 +4,6 @@
 //! `locked <session id> <node name>`, and holds the lock until its stdin closes, so the test
 //! decides how long it is held.
 
-// Each test binary compiles this module separately and uses only part of it.
-#![allow(dead_code)]
-
 use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::Duration;
