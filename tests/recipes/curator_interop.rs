@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::java_peer::{curator_sequence, node_name, read_counter, scratch_dir, unique_name, JavaPeer};
-use crate::support::{new_client, server};
+use crate::support::java_peer::{curator_sequence, read_counter, scratch_dir, unique_name, JavaPeer};
+use crate::support::{new_client, node_name, server};
 use tokio::time::Instant;
 use zk_lock::testing::wait_for_children;
 use zk_lock::{Error, Mutex};

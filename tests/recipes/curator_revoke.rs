@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use crate::support::java_peer::{curator_sequence, node_name, unique_name, JavaPeer};
-use crate::support::{new_client, server, PATIENCE};
+use crate::support::java_peer::{curator_sequence, held_node, unique_name, JavaPeer};
+use crate::support::{new_client, node_data, node_name, server, PATIENCE};
 use tokio::time::Instant;
 use zk_lock::testing::wait_for_children;
-use zk_lock::{participants_with, revoke_with, Client, Error, Mutex, Role, RwLock};
+use zk_lock::{participants_with, revoke_with, Error, Mutex, Role, RwLock};
 
 /// Bound of a single acquisition: generous, because JVMs start slowly on a loaded machine.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -17,15 +17,6 @@ const REVOKE: &[u8] = b"__REVOKE__";
 
 fn lock_path(name: &str) -> String {
     format!("/zk-lock-tests/interop-revoke/{}", unique_name(name))
-}
-
-async fn data(client: &Client, node_path: &str) -> Vec<u8> {
-    client.zookeeper().get_data(node_path).await.unwrap_or_else(|e| panic!("read {node_path}: {e}")).0
-}
-
-/// The node named in a peer's `held <node-name>` line.
-fn held_node(line: &str) -> String {
-    line.strip_prefix("held ").unwrap_or_else(|| panic!("not a `held` line: {line:?}")).to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,7 +66,7 @@ async fn rust_revoke_with_makes_a_revocable_curator_mutex_let_go() {
     assert_eq!(node_name(guard.node_path()), rust_node, "granted on the node that queued");
     assert!(guard.is_held());
     assert!(!guard.is_revoked(), "the waiter was asked to let go too");
-    assert_ne!(data(&client, guard.node_path()).await, REVOKE, "the waiter's node was written to");
+    assert_ne!(node_data(&client, guard.node_path()).await, REVOKE, "the waiter's node was written to");
     assert_eq!(wait_for_children(&client, &path, |children| children.len() == 1).await.unwrap(), [rust_node]);
     guard.release().await.expect("release");
     wait_for_children(&client, &path, |children| children.is_empty()).await.unwrap();
@@ -149,7 +140,7 @@ async fn curator_revoker_reaches_a_rust_mutex_guard() {
     tokio::time::timeout(PATIENCE, revoked).await.expect("revoked() resolves after Curator's Revoker");
     assert!(guard.is_revoked());
     assert!(guard.is_held(), "revocation only asks: the Rust holder keeps the lock");
-    assert_eq!(data(&client, guard.node_path()).await, REVOKE);
+    assert_eq!(node_data(&client, guard.node_path()).await, REVOKE);
 
     // Still held: a Curator mutex queues behind it and waits.
     let mut waiter = JavaPeer::spawn(&connect, &["mutex-hold", &path]);

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::java_peer::{curator_sequence, node_name, read_counter, scratch_dir, unique_name, JavaPeer};
-use crate::support::{new_client, server};
+use crate::support::java_peer::{curator_sequence, held_node, read_counter, scratch_dir, unique_name, JavaPeer};
+use crate::support::{new_client, node_name, server};
 use tokio::time::Instant;
 use zk_lock::testing::wait_for_children;
 use zk_lock::{participants_with, Error, ParticipantKind, Role, RwLock};
@@ -24,11 +24,6 @@ const WRITE: &str = "__WRIT__";
 
 fn lock_path(name: &str) -> String {
     format!("/zk-lock-tests/interop-rwlock/{}", unique_name(name))
-}
-
-/// The node named in a peer's `held <node-name>` line.
-fn held_node(line: &str) -> String {
-    line.strip_prefix("held ").unwrap_or_else(|| panic!("not a `held` line: {line:?}")).to_owned()
 }
 
 /// The names in a peer's `children <names...>` line.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::scenarios;
-use crate::support::{client_with_session_timeout, new_client, rng, server};
+use crate::support::{client_with_session_timeout, new_client, node_name, rng, server};
 use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{Error, LostReason, Mutex};
 
@@ -278,7 +278,7 @@ async fn queue_behind(
     let mutex = Mutex::with_client(&new_client().await, &path);
     let waiter = tokio::spawn(async move { mutex.lock_timeout(Duration::from_secs(30)).await });
     let queued = wait_for_children(client, &path, |c| c.len() == 2).await.unwrap();
-    let holder_node = holder.node_path().rsplit('/').next().unwrap();
+    let holder_node = node_name(holder.node_path());
     let waiting = queued.into_iter().find(|node| node != holder_node).unwrap();
     (waiter, waiting)
 }

@@ -1,17 +1,13 @@
 //! `revoke` against a real ZooKeeper: Curator's `__REVOKE__` protocol reaches our guards, and
 //! only holders are asked. All tests share one server; each uses its own lock path.
 
-use crate::support::{new_client, server, PATIENCE};
+use crate::support::{new_client, node_data, server, PATIENCE};
 use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{revoke_node, revoke_with, Client, Error, Mutex};
 use zookeeper_client::{Acls, CreateMode, Error as ZkError};
 
 const PATH: &str = "/it-revoke";
 const REVOKE: &[u8] = b"__REVOKE__";
-
-async fn data(client: &Client, node_path: &str) -> Vec<u8> {
-    client.zookeeper().get_data(node_path).await.expect("read node data").0
-}
 
 #[tokio::test]
 async fn revoking_a_mutex_asks_its_holder_and_not_its_waiter() {
@@ -24,15 +20,15 @@ async fn revoking_a_mutex_asks_its_holder_and_not_its_waiter() {
     let waiter = tokio::spawn(async move { mutex.lock().await.unwrap().release().await.unwrap() });
     let queued = wait_for_children(&client, &path, |c| c.len() == 2).await.unwrap();
     let waiter_node = queued.iter().map(|name| format!("{path}/{name}")).find(|p| p != guard.node_path()).unwrap();
-    let waiter_data = data(&client, &waiter_node).await;
+    let waiter_data = node_data(&client, &waiter_node).await;
     assert!(!guard.is_revoked());
 
     assert_eq!(revoke_with(&client, &path).await.unwrap(), 1);
     tokio::time::timeout(PATIENCE, revoked).await.expect("revoked() resolves");
     assert!(guard.is_revoked());
     assert!(guard.is_held(), "revocation only asks: the holder keeps the lock");
-    assert_eq!(data(&client, guard.node_path()).await, REVOKE);
-    assert_eq!(data(&client, &waiter_node).await, waiter_data, "the waiter is not asked");
+    assert_eq!(node_data(&client, guard.node_path()).await, REVOKE);
+    assert_eq!(node_data(&client, &waiter_node).await, waiter_data, "the waiter is not asked");
     assert!(!waiter.is_finished());
 
     guard.release().await.unwrap();
@@ -54,9 +50,9 @@ async fn every_reader_holding_a_read_write_lock_is_asked() {
     }
 
     assert_eq!(revoke_with(&client, &path).await.unwrap(), 2);
-    assert_eq!(data(&client, &nodes[0]).await, REVOKE);
-    assert_eq!(data(&client, &nodes[1]).await, REVOKE);
-    assert_eq!(data(&client, &nodes[2]).await, b"10.0.0.7", "the queued writer is not asked");
+    assert_eq!(node_data(&client, &nodes[0]).await, REVOKE);
+    assert_eq!(node_data(&client, &nodes[1]).await, REVOKE);
+    assert_eq!(node_data(&client, &nodes[2]).await, b"10.0.0.7", "the queued writer is not asked");
 }
 
 #[tokio::test]
@@ -91,7 +87,7 @@ async fn revoke_node_asks_one_node_and_refuses_missing_or_non_lock_nodes() {
             other => panic!("{not_a_lock_node:?}: expected InvalidPath, got {other:?}"),
         }
     }
-    assert_ne!(data(&client, &path).await, REVOKE);
+    assert_ne!(node_data(&client, &path).await, REVOKE);
     assert_eq!(children(&client, &path).await.unwrap().len(), 1);
     guard.release().await.unwrap();
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::scenarios::{self, Write};
-use crate::support::new_client;
+use crate::support::{new_client, node_name};
 use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{Error, RwLock};
 
@@ -109,8 +109,8 @@ async fn a_downgrade_keeps_the_read_lock_when_the_write_lock_goes() {
 
     let read = lock.read().await.expect("the writer may take the read lock");
     reading.store(true, Ordering::SeqCst);
-    let read_node = read.node_path().rsplit('/').next().unwrap().to_owned();
-    let write_node = write.node_path().rsplit('/').next().unwrap().to_owned();
+    let read_node = node_name(read.node_path()).to_owned();
+    let write_node = node_name(write.node_path()).to_owned();
     assert!(read_node.contains("__READ__"));
     assert_eq!(read_node[read_node.len() - 10..], write_node[write_node.len() - 10..], "same sequence as the writer");
 

@@ -28,7 +28,7 @@ fn attempt<'a, T>(name: &'static str, taking: impl Future<Output = zk_lock::Resu
 
 /// A recipe that lets one holder in at a time (or, for a semaphore, a fixed number of them).
 pub trait Exclusive: Clone + Send + Sync + 'static {
-    type Guard: Send + 'static;
+    type Guard: Guard;
 
     /// How many guards of other holders keep a contender out: a semaphore's leases, else 1.
     const HOLDERS: usize = 1;
@@ -58,17 +58,29 @@ pub trait Exclusive: Clone + Send + Sync + 'static {
     /// Tries once.
     fn try_acquire(&self) -> impl Future<Output = zk_lock::Result<Self::Guard>> + Send;
 
-    fn release(guard: Self::Guard) -> impl Future<Output = zk_lock::Result<()>> + Send;
+    /// Waits at most `within`; a zero timeout tries once.
+    fn acquire_timeout(&self, within: Duration) -> impl Future<Output = zk_lock::Result<Self::Guard>> + Send;
 
-    /// The nodes that `guard` holds, as full paths.
-    fn node_paths(guard: &Self::Guard) -> Vec<String>;
+    /// Every single attempt that a holder must refuse.
+    fn single_attempts(&self) -> Vec<Attempt<'_>> {
+        vec![
+            attempt("try_acquire", self.try_acquire()),
+            attempt("acquire_timeout(0)", self.acquire_timeout(Duration::ZERO)),
+        ]
+    }
 
-    /// One way to try once (`try_*`, a zero timeout) for every way of taking this lock that the
-    /// holder keeps out.
-    fn single_attempts(&self) -> Vec<Attempt<'_>>;
+    /// Every wait of at most `within` that a holder must make time out.
+    fn timed_attempts(&self, within: Duration) -> Vec<Attempt<'_>> {
+        vec![attempt("acquire_timeout", self.acquire_timeout(within))]
+    }
+}
 
-    /// One wait of at most `within` for every way of taking this lock that the holder keeps out.
-    fn timed_attempts(&self, within: Duration) -> Vec<Attempt<'_>>;
+/// What a guard of any of the recipes does.
+pub trait Guard: Send + 'static {
+    fn release(self) -> impl Future<Output = zk_lock::Result<()>> + Send;
+
+    /// The nodes held, as full paths.
+    fn node_paths(&self) -> Vec<String>;
 }
 
 // --- the scenarios ---------------------------------------------------------------------------
@@ -108,7 +120,7 @@ pub async fn four_sessions_of_eight_tasks_never_overlap<R: Exclusive>(path: &str
                 for _ in 0..rounds {
                     let guard = lock.acquire().await.expect("lock");
                     counter.increment().await;
-                    R::release(guard).await.expect("release");
+                    guard.release().await.expect("release");
                 }
             }));
         }
@@ -137,7 +149,7 @@ pub async fn busy_and_timeouts_leave_only_the_holders_nodes<R: Exclusive>(path: 
     }
     let contender = R::new(&contender_client, path);
     let contended = R::contended(path);
-    let holders_nodes: Vec<String> = held.iter().flat_map(R::node_paths).collect();
+    let holders_nodes: Vec<String> = held.iter().flat_map(Guard::node_paths).collect();
     // Listed through the contender's own session: after its deletes.
     let only_the_holders_nodes_are_left = || async {
         for queue in R::queues(path) {
@@ -176,10 +188,10 @@ pub async fn busy_and_timeouts_leave_only_the_holders_nodes<R: Exclusive>(path: 
     only_the_holders_nodes_are_left().await;
 
     for guard in held {
-        R::release(guard).await.expect("the holder releases");
+        guard.release().await.expect("the holder releases");
     }
     let guard = contender.try_acquire().await.expect("free again");
-    R::release(guard).await.unwrap();
+    guard.release().await.unwrap();
     for queue in R::queues(path) {
         assert!(children(&contender_client, &queue).await.unwrap().is_empty(), "a node left in {queue}");
     }
@@ -193,13 +205,31 @@ pub async fn busy_and_timeouts_leave_only_the_holders_nodes<R: Exclusive>(path: 
     };
     drop(dropped);
     let guard = tokio::time::timeout(PATIENCE, contender.acquire()).await.expect("free after the drop").unwrap();
-    R::release(guard).await.unwrap();
+    guard.release().await.unwrap();
     for queue in R::queues(path) {
         wait_for_children(&contender_client, &queue, |c| c.is_empty()).await.unwrap();
     }
 }
 
 // --- the recipes -----------------------------------------------------------------------------
+
+/// `acquire`, `try_acquire` and `acquire_timeout` of the recipes that name them `lock`,
+/// `try_lock` and `lock_timeout`.
+macro_rules! lock_methods {
+    () => {
+        async fn acquire(&self) -> zk_lock::Result<Self::Guard> {
+            self.lock().await
+        }
+
+        async fn try_acquire(&self) -> zk_lock::Result<Self::Guard> {
+            self.try_lock().await
+        }
+
+        async fn acquire_timeout(&self, within: Duration) -> zk_lock::Result<Self::Guard> {
+            self.lock_timeout(within).await
+        }
+    };
+}
 
 impl Exclusive for Mutex {
     type Guard = MutexGuard;
@@ -208,29 +238,45 @@ impl Exclusive for Mutex {
         Mutex::with_client(client, path)
     }
 
-    async fn acquire(&self) -> zk_lock::Result<MutexGuard> {
-        self.lock().await
+    lock_methods!();
+}
+
+impl Exclusive for SemaphoreMutex {
+    type Guard = SemaphoreMutexGuard;
+
+    fn new(client: &Client, path: &str) -> Self {
+        SemaphoreMutex::with_client(client, path)
     }
 
-    async fn try_acquire(&self) -> zk_lock::Result<MutexGuard> {
-        self.try_lock().await
+    fn queues(path: &str) -> Vec<String> {
+        vec![format!("{path}/leases"), format!("{path}/locks")]
     }
 
-    async fn release(guard: MutexGuard) -> zk_lock::Result<()> {
-        guard.release().await
+    lock_methods!();
+}
+
+/// The paths `<path>/a` and `<path>/b` taken together. Its holder takes only `b`: a contender
+/// finds `b` busy after taking `a`, and must let `a` go again.
+impl Exclusive for MultiLock {
+    type Guard = MultiGuard;
+
+    fn new(client: &Client, path: &str) -> Self {
+        MultiLock::with_client(client, [format!("{path}/a"), format!("{path}/b")])
     }
 
-    fn node_paths(guard: &MutexGuard) -> Vec<String> {
-        vec![guard.node_path().to_owned()]
+    fn holder(client: &Client, path: &str) -> Self {
+        MultiLock::with_client(client, [format!("{path}/b")])
     }
 
-    fn single_attempts(&self) -> Vec<Attempt<'_>> {
-        vec![attempt("try_lock", self.try_lock()), attempt("lock_timeout(0)", self.lock_timeout(Duration::ZERO))]
+    fn contended(path: &str) -> String {
+        format!("{path}/b")
     }
 
-    fn timed_attempts(&self, within: Duration) -> Vec<Attempt<'_>> {
-        vec![attempt("lock_timeout", self.lock_timeout(within))]
+    fn queues(path: &str) -> Vec<String> {
+        vec![format!("{path}/a"), format!("{path}/b")]
     }
+
+    lock_methods!();
 }
 
 /// The write side of a read/write lock: a writer keeps readers out too.
@@ -252,12 +298,8 @@ impl Exclusive for Write {
         self.0.try_write().await
     }
 
-    async fn release(guard: WriteGuard) -> zk_lock::Result<()> {
-        guard.release().await
-    }
-
-    fn node_paths(guard: &WriteGuard) -> Vec<String> {
-        vec![guard.node_path().to_owned()]
+    async fn acquire_timeout(&self, within: Duration) -> zk_lock::Result<WriteGuard> {
+        self.0.write_timeout(within).await
     }
 
     fn single_attempts(&self) -> Vec<Attempt<'_>> {
@@ -301,12 +343,8 @@ impl<const LEASES: u32> Exclusive for Leases<LEASES> {
         self.0.try_acquire().await
     }
 
-    async fn release(guard: SemaphorePermit) -> zk_lock::Result<()> {
-        guard.release().await
-    }
-
-    fn node_paths(guard: &SemaphorePermit) -> Vec<String> {
-        vec![guard.node_path().to_owned()]
+    async fn acquire_timeout(&self, within: Duration) -> zk_lock::Result<SemaphorePermit> {
+        self.0.acquire_timeout(within).await
     }
 
     fn single_attempts(&self) -> Vec<Attempt<'_>> {
@@ -316,90 +354,31 @@ impl<const LEASES: u32> Exclusive for Leases<LEASES> {
             attempt("try_acquire_many(1)", self.0.try_acquire_many(1)),
         ]
     }
-
-    fn timed_attempts(&self, within: Duration) -> Vec<Attempt<'_>> {
-        vec![attempt("acquire_timeout", self.0.acquire_timeout(within))]
-    }
 }
 
-impl Exclusive for SemaphoreMutex {
-    type Guard = SemaphoreMutexGuard;
+/// The guards that hold one node each.
+macro_rules! one_node_guards {
+    ($($guard:ty),*) => {$(
+        impl Guard for $guard {
+            async fn release(self) -> zk_lock::Result<()> {
+                <$guard>::release(self).await
+            }
 
-    fn new(client: &Client, path: &str) -> Self {
-        SemaphoreMutex::with_client(client, path)
-    }
-
-    fn queues(path: &str) -> Vec<String> {
-        vec![format!("{path}/leases"), format!("{path}/locks")]
-    }
-
-    async fn acquire(&self) -> zk_lock::Result<SemaphoreMutexGuard> {
-        self.lock().await
-    }
-
-    async fn try_acquire(&self) -> zk_lock::Result<SemaphoreMutexGuard> {
-        self.try_lock().await
-    }
-
-    async fn release(guard: SemaphoreMutexGuard) -> zk_lock::Result<()> {
-        guard.release().await
-    }
-
-    fn node_paths(guard: &SemaphoreMutexGuard) -> Vec<String> {
-        vec![guard.node_path().to_owned()]
-    }
-
-    fn single_attempts(&self) -> Vec<Attempt<'_>> {
-        vec![attempt("try_lock", self.try_lock()), attempt("lock_timeout(0)", self.lock_timeout(Duration::ZERO))]
-    }
-
-    fn timed_attempts(&self, within: Duration) -> Vec<Attempt<'_>> {
-        vec![attempt("lock_timeout", self.lock_timeout(within))]
-    }
+            fn node_paths(&self) -> Vec<String> {
+                vec![self.node_path().to_owned()]
+            }
+        }
+    )*};
 }
 
-/// The paths `<path>/a` and `<path>/b` taken together. Its holder takes only `b`: a contender
-/// finds `b` busy after taking `a`, and must let `a` go again.
-impl Exclusive for MultiLock {
-    type Guard = MultiGuard;
+one_node_guards!(MutexGuard, SemaphoreMutexGuard, WriteGuard, SemaphorePermit);
 
-    fn new(client: &Client, path: &str) -> Self {
-        MultiLock::with_client(client, [format!("{path}/a"), format!("{path}/b")])
+impl Guard for MultiGuard {
+    async fn release(self) -> zk_lock::Result<()> {
+        MultiGuard::release(self).await
     }
 
-    fn holder(client: &Client, path: &str) -> Self {
-        MultiLock::with_client(client, [format!("{path}/b")])
-    }
-
-    fn contended(path: &str) -> String {
-        format!("{path}/b")
-    }
-
-    fn queues(path: &str) -> Vec<String> {
-        vec![format!("{path}/a"), format!("{path}/b")]
-    }
-
-    async fn acquire(&self) -> zk_lock::Result<MultiGuard> {
-        self.lock().await
-    }
-
-    async fn try_acquire(&self) -> zk_lock::Result<MultiGuard> {
-        self.try_lock().await
-    }
-
-    async fn release(guard: MultiGuard) -> zk_lock::Result<()> {
-        guard.release().await
-    }
-
-    fn node_paths(guard: &MultiGuard) -> Vec<String> {
-        guard.node_paths().into_iter().map(str::to_owned).collect()
-    }
-
-    fn single_attempts(&self) -> Vec<Attempt<'_>> {
-        vec![attempt("try_lock", self.try_lock()), attempt("lock_timeout(0)", self.lock_timeout(Duration::ZERO))]
-    }
-
-    fn timed_attempts(&self, within: Duration) -> Vec<Attempt<'_>> {
-        vec![attempt("lock_timeout", self.lock_timeout(within))]
+    fn node_paths(&self) -> Vec<String> {
+        MultiGuard::node_paths(self).into_iter().map(str::to_owned).collect()
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::scenarios::{self, Leases};
-use crate::support::{client_with_session_timeout, new_client, rng, server, PATIENCE};
+use crate::support::{client_with_session_timeout, new_client, node_name, rng, server, PATIENCE};
 use tokio::sync::Barrier;
 use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{Client, Error, LostReason, Semaphore, SharedCount};
@@ -21,10 +21,6 @@ fn leases(path: &str) -> String {
 
 fn locks(path: &str) -> String {
     format!("{path}/locks")
-}
-
-fn name_of(node_path: &str) -> String {
-    node_path.rsplit('/').next().unwrap().to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -166,7 +162,7 @@ async fn acquire_many_takes_leases_together_and_each_is_released_on_its_own() {
     let now = children(&a, &leases(&path)).await.unwrap();
     assert_eq!(now.len(), 3, "{now:?}");
     for permit in &granted {
-        assert!(now.contains(&name_of(permit.node_path())));
+        assert!(now.contains(&node_name(permit.node_path()).to_owned()));
     }
     kept.release().await.unwrap();
     for permit in granted {
@@ -313,7 +309,7 @@ async fn a_waiting_lease_that_vanishes_is_made_again_and_counted_once() {
         tokio::spawn(async move { semaphore.acquire().await })
     };
     let both = wait_for_children(&holder_client, &leases(&path), |c| c.len() == 2).await.unwrap();
-    let holder_name = name_of(holder.node_path());
+    let holder_name = node_name(holder.node_path()).to_owned();
     let vanished = both.into_iter().find(|name| *name != holder_name).unwrap();
     holder_client.zookeeper().delete(&format!("{}/{vanished}", leases(&path)), None).await.unwrap();
     // The waiter notices and makes a new lease node.
@@ -322,8 +318,8 @@ async fn a_waiting_lease_that_vanishes_is_made_again_and_counted_once() {
 
     holder.release().await.unwrap();
     let permit = tokio::time::timeout(PATIENCE, waiter).await.expect("granted").unwrap().unwrap();
-    assert_ne!(name_of(permit.node_path()), vanished);
-    assert_eq!(children(&holder_client, &leases(&path)).await.unwrap(), [name_of(permit.node_path())]);
+    assert_ne!(node_name(permit.node_path()).to_owned(), vanished);
+    assert_eq!(children(&holder_client, &leases(&path)).await.unwrap(), [node_name(permit.node_path()).to_owned()]);
     permit.release().await.unwrap();
 }
 
@@ -339,7 +335,7 @@ async fn a_waiter_whose_session_expires_queues_again_on_a_new_session() {
     };
     let before = wait_for_children(&holder_client, &leases(&path), |c| c.len() == 2).await.unwrap();
     let old_lock = wait_for_children(&holder_client, &locks(&path), |c| c.len() == 1).await.unwrap();
-    let old_lease = before.into_iter().find(|name| *name != name_of(holder.node_path())).unwrap();
+    let old_lease = before.into_iter().find(|name| name != node_name(holder.node_path())).unwrap();
 
     server().expire_session(&waiter_client.zookeeper()).await.expect("expire");
     // The old session's nodes are gone and the waiter is back in line on a new session.
@@ -350,7 +346,7 @@ async fn a_waiter_whose_session_expires_queues_again_on_a_new_session() {
     holder.release().await.unwrap();
     let permit = tokio::time::timeout(PATIENCE, waiter).await.expect("granted").unwrap().expect("a lease");
     assert!(permit.is_held());
-    assert_eq!(children(&holder_client, &leases(&path)).await.unwrap(), [name_of(permit.node_path())]);
+    assert_eq!(children(&holder_client, &leases(&path)).await.unwrap(), [node_name(permit.node_path()).to_owned()]);
     permit.release().await.unwrap();
 }
 

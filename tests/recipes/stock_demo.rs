@@ -9,7 +9,7 @@ mod db;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::support::examples::{example_binary, run_example};
+use crate::support::examples::{example_binary, number, run_example};
 use serde_json::Value;
 
 /// A new empty directory for one test's files.
@@ -18,10 +18,6 @@ fn scratch(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create a scratch directory");
     dir
-}
-
-fn number(mode: &Value, key: &str) -> i64 {
-    mode[key].as_i64().unwrap_or_else(|| panic!("`{key}` is not a number in {mode}"))
 }
 
 #[test]

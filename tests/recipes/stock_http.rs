@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::support::examples::run_example;
+use crate::support::examples::{number, run_example};
 use serde_json::Value;
 
 /// Runs the example with a small load and its own database, and returns its JSON results.
@@ -23,10 +23,6 @@ fn run(name: &str, stock: i64, extra: &[&str]) -> (Value, String) {
     let results = serde_json::from_str(&std::fs::read_to_string(&json).expect("the --json file")).expect("valid JSON");
     let _ = std::fs::remove_dir_all(dir);
     (results, stdout)
-}
-
-fn number(results: &Value, key: &str) -> i64 {
-    results[key].as_i64().unwrap_or_else(|| panic!("`{key}` is not a number in {results}"))
 }
 
 #[test]

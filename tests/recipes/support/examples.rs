@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+use serde_json::Value;
+
 /// The built example `name` (`target/<profile>/examples/<name>`), next to this test's own binary
 /// (`target/<profile>/deps/<test>-<hash>`).
 pub fn example_binary(name: &str) -> PathBuf {
@@ -29,4 +31,9 @@ pub fn run_example(name: &str, args: &[&str]) -> Output {
         String::from_utf8_lossy(&output.stderr)
     );
     output
+}
+
+/// The number at `key` of an example's JSON results.
+pub fn number(results: &Value, key: &str) -> i64 {
+    results[key].as_i64().unwrap_or_else(|| panic!("`{key}` is not a number in {results}"))
 }

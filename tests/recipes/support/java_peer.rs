@@ -298,9 +298,9 @@ pub fn read_counter(file: &Path) -> u64 {
     }
 }
 
-/// The last segment of a node path.
-pub fn node_name(node_path: &str) -> &str {
-    node_path.rsplit('/').next().expect("rsplit yields at least one item")
+/// The node named in a peer's `held <node-name>` line.
+pub fn held_node(line: &str) -> String {
+    line.strip_prefix("held ").unwrap_or_else(|| panic!("not a `held` line: {line:?}")).to_owned()
 }
 
 /// Checks Curator's protected lock node layout, `_c_<uuid>-<lock_name><10 digits>` (`lock-` for

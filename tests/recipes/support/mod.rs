@@ -35,6 +35,16 @@ pub async fn client_with_session_timeout(timeout: Duration) -> Client {
         .expect("connect to the test server")
 }
 
+/// The last segment of a node path: the node's name, as its parent lists it.
+pub fn node_name(node_path: &str) -> &str {
+    node_path.rsplit('/').next().expect("rsplit yields at least one item")
+}
+
+/// The data of the node at `node_path`.
+pub async fn node_data(client: &Client, node_path: &str) -> Vec<u8> {
+    client.zookeeper().get_data(node_path).await.unwrap_or_else(|e| panic!("read {node_path}: {e}")).0
+}
+
 /// A random generator for random cancellation points and delays, with its seed printed, so a
 /// failing run can be replayed (`fastrand::Rng::with_seed`).
 pub fn rng() -> fastrand::Rng {
