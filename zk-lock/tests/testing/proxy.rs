@@ -1,7 +1,4 @@
 //! Tests of `zk_lock::testing::Proxy`: plain TCP through it, and a ZooKeeper session.
-//!
-//! Run with `cargo test -p zk-lock --features testing --test testing_proxy`.
-#![cfg(feature = "testing")]
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -1,7 +1,4 @@
 //! Tests of `zk_lock::testing` against real ZooKeeper servers.
-//!
-//! Run with `cargo test -p zk-lock --features testing --test testing_kit`.
-#![cfg(feature = "testing")]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -317,7 +314,8 @@ fn a_leaked_server_dies_with_its_process() {
         return;
     }
     let output = Command::new(std::env::current_exe().unwrap())
-        .args(["a_leaked_server_dies_with_its_process", "--exact", "--nocapture", "--test-threads=1"])
+        // The test's name in this binary: its module path without the crate's name.
+        .args(["kit::a_leaked_server_dies_with_its_process", "--exact", "--nocapture", "--test-threads=1"])
         .env(LEAK_CHILD, "1")
         .output()
         .unwrap();
