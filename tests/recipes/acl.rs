@@ -6,10 +6,11 @@ use std::pin::pin;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use crate::support::{server, PATIENCE};
 use zk_lock::testing::wait_for_children;
 use zk_lock::{Acl, Acls, AuthId, Client, Error, Mutex, Permission, RwLock, Semaphore, SharedCount};
 use zookeeper_client::{CreateMode, Error as ZkError};
+
+use crate::support::{server, PATIENCE};
 
 const OWNER: &str = "it-acl-owner:s3cret";
 

@@ -6,11 +6,12 @@
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use crate::support::{new_client, server, PATIENCE};
 use zk_lock::__private::{Lock, Template};
 use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{zk_lock, Client, Error, LostReason, Mutex, RwLock, Semaphore, SharedCount, MAX_PATH_LEN};
 use zookeeper_client::{Acls, CreateMode};
+
+use crate::support::{new_client, server, PATIENCE};
 
 /// How long a connection that cannot succeed may try in these tests.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);

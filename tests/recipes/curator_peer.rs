@@ -1,7 +1,8 @@
 //! Self-check of the Java side of the interop tests: real Curator peers against real ZooKeeper,
 //! without any Rust lock involved. If this fails, Rust-vs-Curator failures mean nothing.
 
-use crate::support::java_peer::{scratch_dir, unique_name, JavaPeer};
+use crate::support::java_peer::JavaPeer;
+use crate::support::{scratch_dir, unique_name};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_curator_mutexes_exclude_each_other() {

@@ -4,11 +4,12 @@
 
 use std::time::Duration;
 
-use crate::support::java_peer::{curator_sequence, held_node, unique_name, JavaPeer};
-use crate::support::{new_client, node_data, node_name, server, PATIENCE};
 use tokio::time::Instant;
 use zk_lock::testing::wait_for_children;
 use zk_lock::{participants_with, revoke_with, Error, Mutex, Role, RwLock};
+
+use crate::support::java_peer::{curator_sequence, held_node, JavaPeer};
+use crate::support::{new_client, node_data, node_name, server, unique_name, PATIENCE};
 
 /// Bound of a single acquisition: generous, because JVMs start slowly on a loaded machine.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(60);

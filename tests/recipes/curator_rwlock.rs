@@ -8,11 +8,12 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::java_peer::{curator_sequence, held_node, read_counter, scratch_dir, unique_name, JavaPeer};
-use crate::support::{new_client, node_name, server};
 use tokio::time::Instant;
 use zk_lock::testing::wait_for_children;
 use zk_lock::{participants_with, Error, ParticipantKind, Role, RwLock};
+
+use crate::support::java_peer::{curator_sequence, held_node, read_counter, JavaPeer};
+use crate::support::{new_client, node_name, scratch_dir, server, unique_name};
 
 /// Bound of a single acquisition: generous, because JVMs start slowly on a loaded machine.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(60);

@@ -4,11 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::support::java_peer::{scratch_dir, unique_name, JavaPeer};
-use crate::support::{new_client, server};
 use tokio::time::Instant;
 use zk_lock::testing::children;
 use zk_lock::Semaphore;
+
+use crate::support::java_peer::JavaPeer;
+use crate::support::{new_client, scratch_dir, server, unique_name};
 
 /// Bound of a single acquisition: generous, because JVMs start slowly on a loaded machine.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(60);

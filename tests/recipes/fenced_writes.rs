@@ -1,8 +1,9 @@
 //! Writes fenced by the lock node: applied while the lock is held, refused once it is lost.
 
-use crate::support::new_client;
 use zk_lock::{LostReason, Mutex};
 use zookeeper_client::{Acls, CheckWriteError, CreateMode};
+
+use crate::support::new_client;
 
 #[tokio::test]
 async fn a_fenced_write_applies_while_held_and_is_refused_after_the_lock_is_lost() {

@@ -8,13 +8,14 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::{new_client, server, PATIENCE};
 use tokio::sync::Notify;
 use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{
     named_client, zk_lock, zk_multi_lock, zk_read_lock, zk_semaphore, zk_write_lock, Client, Error, LostReason, Mutex,
     MutexGuard,
 };
+
+use crate::support::{new_client, server, PATIENCE};
 
 /// The expansion under `clippy::pedantic` and `unused_qualifications`, with decoy `core` and
 /// `std` modules (also a trybuild pass case).

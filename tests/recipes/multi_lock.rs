@@ -2,10 +2,11 @@
 
 use std::time::Duration;
 
-use crate::scenarios;
-use crate::support::new_client;
 use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{MultiLock, MultiMember, Mutex, RwLock};
+
+use crate::scenarios;
+use crate::support::new_client;
 
 const PATH: &str = "/it-multi";
 

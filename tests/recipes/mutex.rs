@@ -4,10 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::scenarios;
-use crate::support::{client_with_session_timeout, new_client, node_name, rng, server};
 use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{Error, LostReason, Mutex};
+
+use crate::scenarios;
+use crate::support::{client_with_session_timeout, new_client, node_name, rng, server};
 
 const PATH: &str = "/it-mutex";
 

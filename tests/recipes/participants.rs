@@ -4,11 +4,12 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::support::kazoo::{KazooLock, Recipe};
-use crate::support::{new_client, server};
 use zk_lock::testing::wait_for_children;
 use zk_lock::{participants_with, Client, Error, HolderDescription, Mutex, Participant, ParticipantKind, Role};
 use zookeeper_client::{Acls, CreateMode};
+
+use crate::support::kazoo::{KazooLock, Recipe};
+use crate::support::{new_client, server};
 
 const PATH: &str = "/it-participants";
 

@@ -17,10 +17,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use crate::support::{new_client, server, PATIENCE};
 use tokio::time::Instant;
 use zk_lock::testing::{audit, children, wait_for_children, Direction, Proxy, TestingServer};
 use zk_lock::{Client, Error, LostReason, Mutex, MutexGuard, RwLock, Semaphore, SemaphorePermit, WriteGuard};
+
+use crate::support::{new_client, server, PATIENCE};
 
 /// The partitioned clients' session timeout: the loss is declared 3/5 of it after the last
 /// answered request, so this leaves 0.8 s between that and the earliest expiry on the server.

@@ -1,10 +1,11 @@
 //! `revoke` against a real ZooKeeper: Curator's `__REVOKE__` protocol reaches our guards, and
 //! only holders are asked. All tests share one server; each uses its own lock path.
 
-use crate::support::{new_client, node_data, server, PATIENCE};
 use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{revoke_node, revoke_with, Client, Error, Mutex};
 use zookeeper_client::{Acls, CreateMode, Error as ZkError};
+
+use crate::support::{new_client, node_data, server, PATIENCE};
 
 const PATH: &str = "/it-revoke";
 const REVOKE: &[u8] = b"__REVOKE__";

@@ -5,10 +5,11 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::scenarios::{self, Write};
-use crate::support::{new_client, node_name};
 use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{Error, RwLock};
+
+use crate::scenarios::{self, Write};
+use crate::support::{new_client, node_name};
 
 const PATH: &str = "/it-rwlock";
 

@@ -177,6 +177,7 @@ pub async fn busy_and_timeouts_leave_only_the_holders_nodes<R: Exclusive>(path: 
         only_the_holders_nodes_are_left().await;
     }
 
+    // Again and again: refused attempts leave nothing behind, however many.
     for _ in 0..3 {
         for (name, single) in contender.single_attempts() {
             match single.await {
@@ -196,14 +197,13 @@ pub async fn busy_and_timeouts_leave_only_the_holders_nodes<R: Exclusive>(path: 
         assert!(children(&contender_client, &queue).await.unwrap().is_empty(), "a node left in {queue}");
     }
 
-    let dropped: Vec<R::Guard> = {
-        let mut held = Vec::new();
-        for _ in 0..R::HOLDERS {
-            held.push(holder.acquire().await.expect("the holder takes the lock again"));
-        }
-        held
-    };
-    drop(dropped);
+    // Taken again and dropped instead of released: the nodes go in the background, and the
+    // contender is granted once they are gone.
+    let mut again = Vec::new();
+    for _ in 0..R::HOLDERS {
+        again.push(holder.acquire().await.expect("the holder takes the lock again"));
+    }
+    drop(again);
     let guard = tokio::time::timeout(PATIENCE, contender.acquire()).await.expect("free after the drop").unwrap();
     guard.release().await.unwrap();
     for queue in R::queues(path) {

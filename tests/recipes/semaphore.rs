@@ -7,11 +7,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::scenarios::{self, Leases};
-use crate::support::{client_with_session_timeout, new_client, node_name, rng, server, PATIENCE};
 use tokio::sync::Barrier;
 use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{Client, Error, LostReason, Semaphore, SharedCount};
+
+use crate::scenarios::{self, Leases};
+use crate::support::{client_with_session_timeout, new_client, node_name, rng, server, PATIENCE};
 
 const PATH: &str = "/it-semaphore";
 

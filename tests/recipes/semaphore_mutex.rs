@@ -3,10 +3,11 @@
 
 use std::time::Duration;
 
-use crate::scenarios;
-use crate::support::{new_client, node_name, PATIENCE};
 use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{Error, SemaphoreMutex};
+
+use crate::scenarios;
+use crate::support::{new_client, node_name, PATIENCE};
 
 const PATH: &str = "/it-semaphore-mutex";
 

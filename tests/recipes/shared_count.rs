@@ -2,9 +2,10 @@
 //! that shows other clients' changes, and data that is not a count. All tests share one server;
 //! each uses its own path.
 
-use crate::support::{new_client, PATIENCE};
 use zk_lock::{Error, SharedCount};
 use zookeeper_client::{Acls, CreateMode};
+
+use crate::support::{new_client, PATIENCE};
 
 const PATH: &str = "/it-shared-count";
 

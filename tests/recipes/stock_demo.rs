@@ -6,24 +6,17 @@
 #[path = "../../examples/stock/db.rs"]
 mod db;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::support::examples::{example_binary, number, run_example};
 use serde_json::Value;
 
-/// A new empty directory for one test's files.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("zk-lock-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create a scratch directory");
-    dir
-}
+use crate::support::examples::{example_binary, number, run_example};
+use crate::support::scratch_dir;
 
 #[test]
 fn without_a_lock_stock_is_oversold_and_with_zk_lock_it_ends_at_exactly_zero() {
     const STOCK: i64 = 4;
-    let dir = scratch("stock-demo");
+    let dir = scratch_dir("stock_demo", "oversell");
     let json = dir.join("results.json");
     let database = format!("sqlite:{}", dir.join("stock.db").display());
     // Stock 4 for 2 processes x 6 buyers: more buyers in each process than there is stock, and a
@@ -85,7 +78,7 @@ fn without_a_lock_stock_is_oversold_and_with_zk_lock_it_ends_at_exactly_zero() {
 
 #[test]
 fn the_store_refuses_a_write_with_an_older_fencing_token() {
-    let dir = scratch("stock-fencing");
+    let dir = scratch_dir("stock_demo", "fencing");
     let store = db::Store::open(&dir.join("stock.db")).expect("open the store");
     store.reset(1, 10).expect("reset");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a runtime");

@@ -4,8 +4,9 @@
 
 use std::path::PathBuf;
 
-use crate::support::examples::{number, run_example};
 use serde_json::Value;
+
+use crate::support::examples::{number, run_example};
 
 /// Runs the example with a small load and its own database, and returns its JSON results.
 fn run(name: &str, stock: i64, extra: &[&str]) -> (Value, String) {

@@ -6,9 +6,10 @@ use std::process::Command;
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
-use crate::support::node_name;
 use zk_lock::testing::{children, SecureClientPort, TestingServer};
 use zk_lock::{Client, Error, Mutex};
+
+use crate::support::node_name;
 
 /// How long a refused TLS connection may try before `Error::Connect`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);

@@ -272,22 +272,6 @@ impl JavaPeer {
     }
 }
 
-/// A name no earlier run used (process id and clock), so a reused ZooKeeper or target directory
-/// cannot interfere.
-pub fn unique_name(name: &str) -> String {
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock after 1970").as_nanos();
-    format!("{name}-{}-{nanos}", std::process::id())
-}
-
-/// A new empty directory under the target's temporary directory, `<group>/<unique name>`, for
-/// files a test shares with its Java peers.
-pub fn scratch_dir(group: &str, name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(group).join(unique_name(name));
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
-    dir
-}
-
 /// The counter file a peer increments, as the Java peer reads it: missing or empty is 0.
 pub fn read_counter(file: &Path) -> u64 {
     match std::fs::read_to_string(file) {

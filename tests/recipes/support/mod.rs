@@ -7,6 +7,7 @@ pub mod examples;
 pub mod java_peer;
 pub mod kazoo;
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use zk_lock::testing::{shared_server, TestingServer};
@@ -33,6 +34,22 @@ pub async fn client_with_session_timeout(timeout: Duration) -> Client {
         .connect()
         .await
         .expect("connect to the test server")
+}
+
+/// A name no earlier run used (process id and clock), so a reused ZooKeeper or target directory
+/// cannot interfere.
+pub fn unique_name(name: &str) -> String {
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock after 1970").as_nanos();
+    format!("{name}-{}-{nanos}", std::process::id())
+}
+
+/// A new empty directory under the target's temporary directory, `<group>/<unique name>`, for
+/// files a test shares with the processes it runs (Java peers, examples).
+pub fn scratch_dir(group: &str, name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(group).join(unique_name(name));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    dir
 }
 
 /// The last segment of a node path: the node's name, as its parent lists it.
