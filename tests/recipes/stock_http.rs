@@ -7,12 +7,11 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use crate::support::examples::{number, run_example};
+use crate::support::scratch_dir;
 
 /// Runs the example with a small load and its own database, and returns its JSON results.
 fn run(name: &str, stock: i64, extra: &[&str]) -> (Value, String) {
-    let dir = std::env::temp_dir().join(format!("zk-lock-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create a scratch directory");
+    let dir = scratch_dir("stock_http", name);
     let json: PathBuf = dir.join("results.json");
     let database = format!("sqlite:{}", dir.join("stock.db").display());
     let stock = stock.to_string();
