@@ -13,8 +13,9 @@
 //!
 //! Tests that kill servers take the one ensemble of this binary for themselves and leave it
 //! whole again; the others share it.
-
-mod support;
+//!
+//! A binary of its own: it runs itself again as the worker processes, and kills, freezes and
+//! restarts the servers of its ensemble, which would disturb any other test sharing them.
 
 mod faults {
     pub mod fleet;
@@ -31,10 +32,9 @@ use faults::fleet::{Fleet, Reports};
 use faults::history::check;
 use faults::store::Store;
 use faults::worker::{base_path, Config, Role, SEMAPHORE_LEASES};
-use support::zk::rng;
 use tokio::sync::RwLock;
 use tokio::time::Instant;
-use zk_lock::testing::{Proxy, TestingCluster};
+use zk_lock::testing::{wait_for_children_within, Proxy, TestingCluster};
 use zookeeper_client::{Client as ZkClient, Error as ZkError};
 
 /// Session timeout of the contending workers: long enough that sessions outlive an election.
@@ -52,6 +52,14 @@ const ALL_OPS: &[&str] = &["mutex", "read", "write", "sem"];
 #[test]
 fn fault_worker() {
     faults::worker::run_if_worker();
+}
+
+/// A random generator for random delays and fault points, with its seed printed, so a failing
+/// run can be replayed (`fastrand::Rng::with_seed`).
+pub fn rng() -> fastrand::Rng {
+    let seed = fastrand::u64(..);
+    eprintln!("rng seed {seed}");
+    fastrand::Rng::with_seed(seed)
 }
 
 // --- the ensemble ----------------------------------------------------------------------------
@@ -383,9 +391,11 @@ async fn a_holder_frozen_past_its_session_timeout_loses_the_lock_and_its_late_wr
     // The contender queues behind the holder before the pause.
     let contender = run.config("contender", Role::Once, 1, &["mutex"], SESSION);
     run.fleet.spawn(&contender);
-    let zk = ZkClient::connect(&run.connect).await.unwrap();
+    let observer = zk_lock::Client::builder(&run.connect).connect().await.unwrap();
     let gc_path = format!("{}/gc", base_path(&run.name));
-    wait_for_queue(&zk, &gc_path, 2).await;
+    wait_for_children_within(&observer, &gc_path, PROGRESS, |queue| queue.len() >= 2)
+        .await
+        .expect("the contender queues");
 
     run.fleet.pause(0);
     let paused = Instant::now();
@@ -416,18 +426,6 @@ async fn a_holder_frozen_past_its_session_timeout_loses_the_lock_and_its_late_wr
     let holder_grant = reports.history.grants.iter().find(|g| g.proc == "holder").expect("the holder's grant");
     assert_eq!(holder_grant.outcome, faults::history::Outcome::Lost);
     assert_eq!(holder_grant.write, faults::history::Written::Accepted, "its write before the pause");
-}
-
-/// Waits, watching `path`, until `n` nodes queue there.
-async fn wait_for_queue(zk: &ZkClient, path: &str, n: usize) {
-    let deadline = Instant::now() + PROGRESS;
-    loop {
-        let (children, _, watcher) = zk.get_and_watch_children(path).await.expect("watch the queue");
-        if children.len() >= n {
-            return;
-        }
-        tokio::time::timeout_at(deadline, watcher.changed()).await.expect("the contender never queued");
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,12 +1,18 @@
 //! The client registry and connection errors. The registry is process-wide, so this binary
 //! keeps everything that touches the default client in one test.
-
-mod support;
+//!
+//! A binary of its own: its first test sets `ZK_LOCK_CONNECT` in the process environment and
+//! depends on no default client being installed before it (the `recipes` binary installs one).
 
 use std::time::{Duration, Instant};
 
-use support::zk::{children, new_client, server};
+use zk_lock::testing::{children, shared_server as server};
 use zk_lock::{Client, Error, Mutex};
+
+/// A new client (its own session) of the shared server.
+async fn new_client() -> Client {
+    Client::builder(server().connect_string()).connect().await.expect("connect to the test server")
+}
 
 #[tokio::test]
 async fn the_default_client_comes_from_the_environment_then_from_connect() {
@@ -52,7 +58,7 @@ async fn a_namespace_puts_locks_under_its_node_and_is_created_on_demand() {
     let guard = Mutex::with_client(&spaced, "/orders").lock().await.unwrap();
     assert_eq!(guard.node_path().split('/').nth(1), Some("orders"), "paths are relative to the namespace");
     let plain = new_client().await;
-    assert_eq!(children(&plain, "/it-registry-ns/app/orders").await.len(), 1);
+    assert_eq!(children(&plain, "/it-registry-ns/app/orders").await.unwrap().len(), 1);
     guard.release().await.unwrap();
 }
 

@@ -1,17 +1,31 @@
 //! The spans and events the library reports to `tracing`, with the field names the crate docs
 //! promise, recorded by a small subscriber of our own.
-
-mod support;
+//!
+//! A binary of its own: it installs that subscriber as the process's global default, which
+//! would record (and slow down) every other test's locks too.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, OnceLock};
+use std::time::Duration;
 
-use support::zk::{new_client, wait_for_children, PATIENCE};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
-use zk_lock::{revoke_with, LostReason, Mutex};
+use zk_lock::testing::{shared_server, wait_for_children};
+use zk_lock::{revoke_with, Client, LostReason, Mutex};
+
+/// How long a test waits for an expected event before failing.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A new client (its own session) of the shared server.
+async fn new_client() -> Client {
+    Client::builder(shared_server().connect_string())
+        .session_timeout(Duration::from_secs(10))
+        .connect()
+        .await
+        .expect("connect to the test server")
+}
 
 /// One event as recorded: its level, its own fields and those of the spans it happened in.
 #[derive(Debug, Clone)]
@@ -158,13 +172,13 @@ async fn acquisition_queue_position_release_and_drop_are_reported() {
         let second_client = second_client.clone();
         async move { Mutex::with_client(&second_client, path).lock().await }
     });
-    wait_for_children(&first_client, path, |children| children.len() == 2).await;
+    wait_for_children(&first_client, path, |children| children.len() == 2).await.unwrap();
     let first_token = first.fencing_token();
     first.release().await.unwrap();
     let second = waiting.await.unwrap().unwrap();
     let second_token = second.fencing_token();
     drop(second);
-    wait_for_children(&first_client, path, <[String]>::is_empty).await;
+    wait_for_children(&first_client, path, <[String]>::is_empty).await.unwrap();
     // A dropped guard's release is reported once ZooKeeper confirmed the delete, in the background.
     wait_for_events(path, "lock released", 2).await;
 

@@ -2,6 +2,10 @@
 //! file under `ui/pass` (and runs it) and each file under `ui/fail`, comparing its errors with the
 //! `.stderr` beside it. Regenerate those with `TRYBUILD=overwrite cargo test --test ui`, then read
 //! the diff: every message must point at the user's token and say what to write instead.
+//!
+//! A binary of its own: trybuild runs cargo and rustc on those files, a build of its own, for
+//! minutes; nothing here needs a server. The snapshots' compiler is named once, below, and in
+//! the README's test section.
 
 /// The compiler the `.stderr` snapshots were made with. rustc's wording changes between releases,
 /// so with another compiler the refused attributes are not compared with the snapshots (that

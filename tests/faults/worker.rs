@@ -20,7 +20,7 @@ use zookeeper_client::SessionState;
 
 use super::history::{now_ns, Grant, Kind, LateWrite, Line, Outcome, Written};
 use super::store::StoreClient;
-use crate::support::zk::rng;
+use crate::rng;
 
 /// The environment variable carrying a worker's settings; without it the worker test returns.
 pub const ENV: &str = "ZK_LOCK_FAULTS_WORKER";

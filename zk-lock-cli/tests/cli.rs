@@ -5,9 +5,9 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use zk_lock::testing::shared_server;
+use zk_lock::testing::{shared_server, wait_for_children};
 use zk_lock::{Client, Mutex, RwLock, Semaphore};
-use zookeeper_client::{Acls, CreateMode, Error as ZkError};
+use zookeeper_client::{Acls, CreateMode};
 
 const ROOT: &str = "/it-cli";
 /// How long a test waits for ZooKeeper to show an expected state before failing.
@@ -53,35 +53,6 @@ fn session_hex(client: &Client) -> String {
     format!("{:#x}", client.zookeeper().session_id().0)
 }
 
-/// Waits, by watching `path`, until it has `count` children; panics after [`PATIENCE`].
-async fn wait_for_children(client: &Client, path: &str, count: usize) {
-    let zk = client.zookeeper();
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let (children, changed) = match zk.get_and_watch_children(path).await {
-            Ok((children, _, watcher)) => (children, Some(watcher)),
-            Err(ZkError::NoNode) => (Vec::new(), None),
-            Err(e) => panic!("watch {path}: {e}"),
-        };
-        if children.len() == count {
-            return;
-        }
-        let wait = async {
-            match changed {
-                Some(watcher) => drop(watcher.changed().await),
-                None => match zk.check_and_watch_stat(path).await {
-                    Ok((None, watcher)) => drop(watcher.changed().await),
-                    Ok((Some(_), _)) => {}
-                    Err(e) => panic!("watch {path}: {e}"),
-                },
-            }
-        };
-        if tokio::time::timeout_at(deadline, wait).await.is_err() {
-            panic!("{path} never had {count} children; last seen {children:?}");
-        }
-    }
-}
-
 fn participants(doc: &Value) -> &Vec<Value> {
     doc["participants"].as_array().expect("a participants array")
 }
@@ -103,7 +74,7 @@ async fn inspect_shows_a_mutex_holder_then_its_waiter() {
     let guard = Mutex::with_client(&holder_client, &path).lock().await.unwrap();
     let mutex = Mutex::with_client(&waiter_client, &path);
     let waiter = tokio::spawn(async move { mutex.lock().await.unwrap().release().await.unwrap() });
-    wait_for_children(&holder_client, &path, 2).await;
+    wait_for_children(&holder_client, &path, |c| c.len() == 2).await.unwrap();
 
     let doc = zk_lock_json(&["inspect", &path]).await;
     assert_eq!(
@@ -152,7 +123,7 @@ async fn inspect_shows_a_writer_holding_and_a_reader_waiting() {
     let write = RwLock::with_client(&writer_client, &path).write().await.unwrap();
     let rw = RwLock::with_client(&reader_client, &path);
     let reader = tokio::spawn(async move { rw.read().await.unwrap().release().await.unwrap() });
-    wait_for_children(&writer_client, &path, 2).await;
+    wait_for_children(&writer_client, &path, |c| c.len() == 2).await.unwrap();
 
     let doc = zk_lock_json(&["inspect", &path]).await;
     assert_eq!(doc["kind"], "rwlock", "{doc}");
@@ -176,8 +147,8 @@ async fn inspect_shows_a_semaphore_lease_holder_then_the_requester_waiting() {
     let semaphore = Semaphore::with_client(&waiter_client, &path, 1);
     let waiter = tokio::spawn(async move { semaphore.acquire().await.unwrap().release().await.unwrap() });
     // Curator's algorithm: the waiter holds the internal mutex and waits with a lease node.
-    wait_for_children(&holder_client, &format!("{path}/locks"), 1).await;
-    wait_for_children(&holder_client, &format!("{path}/leases"), 2).await;
+    wait_for_children(&holder_client, &format!("{path}/locks"), |c| c.len() == 1).await.unwrap();
+    wait_for_children(&holder_client, &format!("{path}/leases"), |c| c.len() == 2).await.unwrap();
 
     let doc = zk_lock_json(&["inspect", &path]).await;
     assert_eq!(doc["kind"], "semaphore", "{doc}");
@@ -237,7 +208,7 @@ async fn tree_lists_every_lock_with_its_kind_and_counts() {
     let rw = RwLock::with_client(&other, format!("{root}/catalog/sku-1"));
     let writer = tokio::spawn(async move { rw.write().await.unwrap().release().await.unwrap() });
     let permit = Semaphore::with_client(&client, format!("{root}/workers"), 2).acquire().await.unwrap();
-    wait_for_children(&client, &format!("{root}/catalog/sku-1"), 2).await;
+    wait_for_children(&client, &format!("{root}/catalog/sku-1"), |c| c.len() == 2).await.unwrap();
     // A plain node with no lock under it is not a lock.
     let plain = CreateMode::Persistent.with_acls(Acls::anyone_all());
     client.zookeeper().mkdir(&format!("{root}/empty/dir"), &plain).await.unwrap();

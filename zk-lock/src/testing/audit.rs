@@ -6,8 +6,7 @@ use std::fmt;
 
 use zookeeper_client::Error as ZkError;
 
-use crate::client::Client;
-use crate::error::Result;
+use crate::{Client, Result};
 
 /// A node on the server that the library does not account for.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -465,6 +465,20 @@ impl TestingCluster {
         four_letter_word(self.members[i].addr(), cmd)
     }
 
+    /// Reads server `i`'s counters with `mntr`; see [`ServerCounters`](super::ServerCounters).
+    ///
+    /// # Errors
+    ///
+    /// As [`server_counters`](super::server_counters): the connection's error, e.g.
+    /// [`io::ErrorKind::ConnectionRefused`] while it is stopped.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `i >= self.len()`.
+    pub fn counters(&self, i: usize) -> io::Result<super::ServerCounters> {
+        super::server_counters(self.members[i].addr())
+    }
+
     /// The pid of server `i`'s JVM while it runs.
     ///
     /// # Panics

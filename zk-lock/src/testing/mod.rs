@@ -24,6 +24,10 @@
 //!   the library no longer accounts for (there must be none).
 //! * [`Proxy`] sits between a client and a server to cut, delay or reset their traffic, for
 //!   network partitions.
+//! * [`children`] and [`wait_for_children`] read a lock's queue and wait, by watching, until it
+//!   is as expected: a waiter queued, no node left.
+//! * [`ServerCounters`] ([`TestingServer::counters`]) are the server's own counters, from
+//!   `mntr`: the requests a piece of code sends, the watches and ephemeral nodes it leaves.
 //!
 //! Every server runs in its own temporary directory and on free loopback ports. Dropping a
 //! server kills it and deletes its directory. Servers never outlive the test process, even when
@@ -71,8 +75,10 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 mod audit;
+mod children;
 mod cluster;
 mod config;
+mod counters;
 mod four_letter;
 mod java;
 mod ports;
@@ -84,7 +90,9 @@ mod session;
 mod tempdir;
 
 pub use audit::{audit, Audit, Orphan};
+pub use children::{children, wait_for_children, wait_for_children_within, CHILDREN_TIMEOUT};
 pub use cluster::TestingCluster;
+pub use counters::{server_counters, ServerCounters};
 pub use four_letter::four_letter_word;
 pub use java::{find_java, zookeeper_classpath, JavaSetup};
 pub use proxy::{Direction, Proxy};
@@ -207,6 +215,31 @@ pub enum TestingError {
         waited: Duration,
         /// The last state the client reported.
         state: String,
+    },
+
+    /// The children of a node did not reach the state a test waited for
+    /// ([`wait_for_children`]).
+    #[error(
+        "the children of `{path}` did not reach the expected state within {waited:?}; \
+         last seen: {last:?}"
+    )]
+    ChildrenNotReached {
+        /// The node whose children were watched.
+        path: String,
+        /// How long the kit waited.
+        waited: Duration,
+        /// The children last seen (none when the node did not exist).
+        last: Vec<String>,
+    },
+
+    /// A ZooKeeper request of the kit failed.
+    #[error("cannot {action}: {source}")]
+    Zookeeper {
+        /// What the kit was doing.
+        action: String,
+        /// The client's error.
+        #[source]
+        source: zookeeper_client::Error,
     },
 }
 

@@ -271,6 +271,16 @@ impl TestingServer {
         super::four_letter_word(self.addr(), cmd)
     }
 
+    /// Reads this server's counters with `mntr`; see [`ServerCounters`](super::ServerCounters).
+    ///
+    /// # Errors
+    ///
+    /// As [`server_counters`](super::server_counters): the connection's error, e.g.
+    /// [`io::ErrorKind::ConnectionRefused`] while it is stopped.
+    pub fn counters(&self) -> io::Result<super::ServerCounters> {
+        super::server_counters(self.addr())
+    }
+
     /// Expires the session of `client`, which must be connected to this server; see
     /// [`expire_session`](super::expire_session).
     ///

@@ -1,0 +1,9 @@
+//! Tests of the testing kit, `zk_lock::testing`, against real ZooKeeper servers: one binary,
+//! one shared server; the tests that stop, kill or count the traffic of a server start their own.
+//!
+//! Run with `cargo test -p zk-lock --features testing --test testing` (`cargo test --workspace`
+//! enables the feature through the root package's dev-dependency).
+#![cfg(feature = "testing")]
+
+mod kit;
+mod proxy;
