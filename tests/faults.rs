@@ -445,18 +445,27 @@ async fn connections_dropped_during_create_neither_duplicate_nor_leak_nodes() {
     run.fleet.wait_for("every session", PROGRESS, |r| r.sessions.len() == 3).await;
     run.progress(40, "contending").await;
     for round in 0..4 {
-        let sessions: Vec<i64> = run.fleet.reports(|r| r.sessions.values().copied().collect());
-        let victim = blocking(move || {
-            let mut on = BTreeMap::<usize, usize>::new();
-            for session in sessions {
-                if let Some(server) = cluster.server_of_session(session) {
-                    *on.entry(server).or_default() += 1;
+        // The server most workers' current sessions are on. A session declared lost while its
+        // server was down is replaced, and its worker reports the new one with its next grants.
+        let mut victim = None;
+        for _ in 0..5 {
+            let sessions: Vec<i64> = run.fleet.reports(|r| r.sessions.values().copied().collect());
+            victim = blocking(move || {
+                let mut on = BTreeMap::<usize, usize>::new();
+                for session in sessions {
+                    if let Some(server) = cluster.server_of_session(session) {
+                        *on.entry(server).or_default() += 1;
+                    }
                 }
+                on.into_iter().max_by_key(|&(_, n)| n).map(|(server, _)| server)
+            })
+            .await;
+            if victim.is_some() {
+                break;
             }
-            on.into_iter().max_by_key(|&(_, n)| n).map(|(server, _)| server)
-        })
-        .await
-        .expect("the workers are connected somewhere");
+            run.progress(5, "looking for the workers' current sessions").await;
+        }
+        let victim = victim.expect("the workers are connected somewhere");
         blocking(move || cluster.kill(victim)).await.expect("kill the clients' server");
         run.progress(20, &format!("round {round}: killed server {victim}")).await;
         run.audit(&format!("after kill {round}")).await;

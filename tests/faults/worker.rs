@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -171,6 +171,9 @@ struct Stats {
     panics: AtomicU64,
     failures: AtomicU64,
     disconnects: AtomicU64,
+    /// The session id last reported: a retired session is replaced, and the test finds the
+    /// workers' servers by their current sessions.
+    session: AtomicI64,
 }
 
 struct Worker {
@@ -196,8 +199,8 @@ async fn run(config: Config) {
         .await
         .unwrap_or_else(|e| panic!("worker {}: connect: {e}", config.id));
     let zk = client.zookeeper();
-    emit(Line::new("session").with("proc", &config.id).with("id", zk.session_id().0));
     let worker = Arc::new(Worker { config, client, stats: Stats::default(), orders });
+    worker.report_session();
     count_disconnects(&worker, zk.state_watcher());
     drop(zk);
     answer_audits(&worker);
@@ -352,6 +355,14 @@ impl Worker {
         self.orders.borrow().stop
     }
 
+    /// Reports the client's current session when it is not the one reported last.
+    fn report_session(&self) {
+        let id = self.client.zookeeper().session_id().0;
+        if self.stats.session.swap(id, Ordering::SeqCst) != id {
+            emit(Line::new("session").with("proc", &self.config.id).with("id", id));
+        }
+    }
+
     fn pick(&self, rng: &mut fastrand::Rng) -> Op {
         let base = base_path(&self.config.run);
         let ops = &self.config.ops;
@@ -472,6 +483,7 @@ impl Worker {
         let mut store = StoreClient::new(self.config.store);
         let mut seq = 0u64;
         while !self.stopped() {
+            self.report_session();
             seq += 1;
             let op = self.pick(&mut rng);
             let data = format!("t{task}/{seq}");

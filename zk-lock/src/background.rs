@@ -1,6 +1,6 @@
 //! A small runtime of our own for ZooKeeper sessions and background clean-up.
 //!
-//! Sessions opened by the registry live here rather than on the caller's runtime, so a client
+//! Sessions opened by clients live here rather than on the caller's runtime, so a client
 //! outlives the runtime that first used it (one `#[tokio::test]` runtime per test, a short-lived
 //! `block_on`), and a guard dropped anywhere, even outside any runtime, can still have its node
 //! deleted without blocking or panicking.

@@ -43,13 +43,13 @@ mod tests {
 
     #[test]
     fn remembers_recent_grants_and_forgets_the_oldest() {
-        granted_exclusively("/unit-handoff/a");
-        assert!(was_granted_exclusively("/unit-handoff/a"));
-        assert!(!was_granted_exclusively("/unit-handoff/b"));
+        granted_exclusively("/unit-exclusive-grants/a");
+        assert!(was_granted_exclusively("/unit-exclusive-grants/a"));
+        assert!(!was_granted_exclusively("/unit-exclusive-grants/b"));
         for i in 0..REMEMBERED {
-            granted_exclusively(&format!("/unit-handoff/filler-{i}"));
+            granted_exclusively(&format!("/unit-exclusive-grants/filler-{i}"));
         }
-        assert!(!was_granted_exclusively("/unit-handoff/a"), "the oldest grant is forgotten");
-        assert!(was_granted_exclusively(&format!("/unit-handoff/filler-{}", REMEMBERED - 1)));
+        assert!(!was_granted_exclusively("/unit-exclusive-grants/a"), "the oldest grant is forgotten");
+        assert!(was_granted_exclusively(&format!("/unit-exclusive-grants/filler-{}", REMEMBERED - 1)));
     }
 }

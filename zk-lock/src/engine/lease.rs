@@ -117,7 +117,7 @@ pub(crate) struct LeaseAttempt<'a, L> {
     may_wait: bool,
     losses_seen: u64,
     /// `P/locks` and `P/leases`.
-    requests: String,
+    requests_parent: String,
     leases_parent: String,
     /// Our node in the request queue (the internal mutex).
     request: PipelinedNode,
@@ -134,12 +134,12 @@ impl<'a, L: LeaseLimit> LeaseAttempt<'a, L> {
         limit: L,
         may_wait: bool,
     ) -> Self {
-        let requests = format!("{}/{SEMAPHORE_REQUESTS}", spec.path);
+        let requests_parent = format!("{}/{SEMAPHORE_REQUESTS}", spec.path);
         let leases_parent = format!("{}/{SEMAPHORE_LEASES}", spec.path);
-        let request = PipelinedNode::new(&session, &requests, ParticipantKind::LeaseRequest);
+        let request = PipelinedNode::new(&session, &requests_parent, ParticipantKind::LeaseRequest);
         let losses_seen = session.health().losses;
         let leases = Vec::with_capacity(spec.count);
-        Self { session, spec, acls, limit, may_wait, losses_seen, requests, leases_parent, request, leases }
+        Self { session, spec, acls, limit, may_wait, losses_seen, requests_parent, leases_parent, request, leases }
     }
 
     fn new_lease(&self) -> PipelinedNode {
@@ -156,12 +156,12 @@ impl<'a, L: LeaseLimit> LeaseAttempt<'a, L> {
             self.leases.extend(leases);
             let mut nodes: Vec<&mut PipelinedNode> =
                 std::iter::once(&mut self.request).chain(self.leases.iter_mut()).collect();
-            let parents = [self.requests.as_str(), self.leases_parent.as_str()];
+            let parents = [self.requests_parent.as_str(), self.leases_parent.as_str()];
             let mut listed = create_then_list(zk, self.spec.data, self.acls, &mut nodes, &parents).await?;
             let lease_children = listed.pop();
             Ok((listed.pop().unwrap_or_default(), lease_children))
         } else {
-            let parents = [self.requests.as_str()];
+            let parents = [self.requests_parent.as_str()];
             let listed = create_then_list(zk, self.spec.data, self.acls, &mut [&mut self.request], &parents).await?;
             Ok((listed.into_iter().next().unwrap_or_default(), None))
         }
@@ -187,7 +187,7 @@ impl<'a, L: LeaseLimit> LeaseAttempt<'a, L> {
         if !self.may_wait {
             return Err(NotGranted::Busy);
         }
-        let spec = LockSpec { path: &self.requests, queue: &SEMAPHORE_REQUEST, data: self.spec.data };
+        let spec = LockSpec { path: &self.requests_parent, queue: &SEMAPHORE_REQUEST, data: self.spec.data };
         if !wait_for_grant(&self.session.zk, &spec, &name, children).await? {
             return Err(NotGranted::NodeVanished);
         }

@@ -126,7 +126,7 @@ mod tests {
 
     use crate::layout::new_protected_prefix;
 
-    const PARENT: &str = "/unit-local-nodes";
+    const PARENT: &str = "/unit-local-handoff";
     const SESSION: SessionId = SessionId(7);
 
     #[test]
@@ -135,7 +135,7 @@ mod tests {
         let name = format!("{prefix}lock-0000000001");
         let node = register(PARENT, &prefix, SESSION);
         let follower = follow(PARENT, &name, SESSION).expect("registered");
-        assert!(follow("/unit-local-nodes-other", &name, SESSION).is_none(), "another parent");
+        assert!(follow("/unit-local-handoff-other", &name, SESSION).is_none(), "another parent");
         assert!(follow(PARENT, &name, SessionId(8)).is_none(), "another session");
         assert_eq!(*follower.borrow(), NodeFate::Present);
         node.deleted();

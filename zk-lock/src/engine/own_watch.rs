@@ -44,7 +44,7 @@ enum WatchStep {
     Fired,
     /// Our session ended: the session's own watch reports that.
     SessionEnded,
-    NotGranted(ZkError),
+    Failed(ZkError),
 }
 
 impl OwnNodeWatch {
@@ -71,7 +71,7 @@ impl OwnNodeWatch {
                 WatchStep::Deleted => return,
                 WatchStep::Fired => {}
                 WatchStep::SessionEnded => std::future::pending().await,
-                WatchStep::NotGranted(error) => {
+                WatchStep::Failed(error) => {
                     if reconnects.wait(error).await.is_err() {
                         std::future::pending().await
                     }
@@ -93,7 +93,7 @@ impl OwnNodeWatch {
                         WatchStep::Set
                     }
                     Err(ZkError::NoNode) => WatchStep::Deleted,
-                    Err(error) => WatchStep::NotGranted(error),
+                    Err(error) => WatchStep::Failed(error),
                 }
             }
             Stage::Set(event) => {

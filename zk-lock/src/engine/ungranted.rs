@@ -131,7 +131,7 @@ mod tests {
     #[tokio::test]
     async fn a_node_whose_create_reply_was_lost_is_found_and_removed_by_prefix() {
         let zk = ZkClient::connect(&shared_server().connect_string()).await.unwrap();
-        let parent = "/unit-pending-protected";
+        let parent = "/unit-ungranted-protected";
         let container = CreateMode::Container.with_acls(Acls::anyone_all());
         zk.mkdir(parent, &container).await.unwrap();
         let prefix = new_protected_prefix();
@@ -144,9 +144,9 @@ mod tests {
         assert!(name.starts_with(&prefix), "{name}");
         assert_eq!(token, stat.czxid);
 
-        let mut pending = UngrantedNode::new(Session::new(zk.clone(), None), parent, prefix.clone());
-        pending.sent();
-        pending.remove().await;
+        let mut node = UngrantedNode::new(Session::new(zk.clone(), None), parent, prefix.clone());
+        node.sent();
+        node.remove().await;
         let left = zk.list_children(parent).await.unwrap();
         assert_eq!(left.len(), 1, "only the other contender's node is left: {left:?}");
         assert!(!left[0].starts_with(&prefix));

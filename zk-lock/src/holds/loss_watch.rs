@@ -35,13 +35,13 @@ pub(crate) fn watch_for_loss(
 ) -> watch::Receiver<NodeState> {
     let (report, state) = watch::channel(NodeState::default());
     let own = early.unwrap_or_else(|| OwnNodeWatch::send(&session.zk, node_path.to_owned()));
-    let node = WatchedHold { losses_seen, released, trace: trace.clone(), local };
+    let node = WatchedNode { losses_seen, released, trace: trace.clone(), local };
     background::spawn(report_loss(session.clone(), own, node, report));
     state
 }
 
 /// The held node a watch follows.
-struct WatchedHold {
+struct WatchedNode {
     losses_seen: u64,
     /// Set before the holder's own delete is sent.
     released: Arc<AtomicBool>,
@@ -54,7 +54,7 @@ struct WatchedHold {
 async fn report_loss(
     session: Arc<Session>,
     mut own: OwnNodeWatch,
-    node: WatchedHold,
+    node: WatchedNode,
     report: watch::Sender<NodeState>,
 ) {
     let revocation = |data: &[u8]| {

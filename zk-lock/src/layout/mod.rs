@@ -79,7 +79,7 @@ impl fmt::Display for Recipe {
     }
 }
 
-/// The recipe a lock node belongs to, told by its name and place.
+/// The kind of a lock node, told by its name and place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ParticipantKind {
@@ -173,16 +173,17 @@ impl fmt::Display for ParticipantKind {
     }
 }
 
-/// Where a lock's nodes live, relative to the lock path, and the kinds of node found there.
+/// Where a lock's nodes live: the lock path itself, or a child of it; and the kinds of node
+/// found there.
 pub(crate) struct Place {
-    pub suffix: &'static str,
+    pub child: Option<&'static str>,
     pub kinds: &'static [ParticipantKind],
 }
 
 /// Every place of a lock path's nodes, in the order `participants` reports them.
 pub(crate) const PLACES: [Place; 3] = [
     Place {
-        suffix: "",
+        child: None,
         kinds: &[
             ParticipantKind::Mutex,
             ParticipantKind::Read,
@@ -191,8 +192,8 @@ pub(crate) const PLACES: [Place; 3] = [
             ParticipantKind::KazooRead,
         ],
     },
-    Place { suffix: "/leases", kinds: &[ParticipantKind::Lease] },
-    Place { suffix: "/locks", kinds: &[ParticipantKind::LeaseRequest] },
+    Place { child: Some(SEMAPHORE_LEASES), kinds: &[ParticipantKind::Lease] },
+    Place { child: Some(SEMAPHORE_REQUESTS), kinds: &[ParticipantKind::LeaseRequest] },
 ];
 
 /// A lock node and its position in the queue.

@@ -2,8 +2,8 @@
 //! fixed or shared count), multi-lock, and the tools around them (`participants`, `revoke`).
 //! Every acquisition runs the one loop in `acquire_loop`, with a [`Patience`](patience::Patience).
 //!
-//! May use: `registry` (the default client), `client`, `holds`, `engine`, `zk`, `layout` and the
-//! foundations.
+//! May use: `registry` (the default client), `client`, `holds`, `engine`, `zk`, `session`,
+//! `layout` and the foundations.
 
 pub(crate) mod acquire_loop;
 mod count_node;

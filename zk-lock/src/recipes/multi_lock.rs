@@ -146,19 +146,11 @@ impl MultiLock {
     /// Takes every lock, a timeout counting for all of them together.
     pub(crate) async fn acquire(&self, patience: Patience) -> Result<MultiGuard> {
         let started = Instant::now();
-        let (deadline, patience) = match patience {
-            Patience::Timeout(timeout) if timeout.is_zero() => (None, Patience::Once),
-            Patience::Timeout(timeout) => (Some(started + timeout), patience),
-            other => (None, other),
-        };
+        let patience_left = patience.shared_by_steps();
         // Dropping the guard on an early return releases what was taken, in reverse order.
         let mut taken = MultiGuard { holds: Vec::with_capacity(self.members.len()) };
         for member in &self.members {
-            let patience = match deadline {
-                Some(deadline) => Patience::Timeout(deadline.saturating_duration_since(Instant::now())),
-                None => patience,
-            };
-            match member.acquire(patience).await {
+            match member.acquire(patience_left()).await {
                 Ok(hold) => taken.holds.push(hold),
                 Err(error) => {
                     taken.release().await.ok();

@@ -76,7 +76,7 @@ pub struct Participant {
     pub node_path: String,
     /// The node's name, the last segment of `node_path`.
     pub node_name: String,
-    /// The recipe the node belongs to.
+    /// The kind of node, by its name and place.
     pub kind: ParticipantKind,
     /// The server's sequence number, which orders the queue.
     pub sequence: u64,
@@ -192,7 +192,11 @@ struct Listed {
 
 /// Lists `path`'s participants on `zk`; `path` must be valid.
 pub(crate) async fn read_participants(zk: &ZkClient, path: &str) -> Result<Vec<Participant>> {
-    let parents: Vec<String> = PLACES.iter().map(|place| format!("{path}{}", place.suffix)).collect();
+    let parents = PLACES.iter().map(|place| match place.child {
+        Some(child) => format!("{path}/{child}"),
+        None => path.to_owned(),
+    });
+    let parents: Vec<String> = parents.collect();
     let listings = read_all(zk, &parents, Read::Children).await?;
     let mut listed = Vec::new();
     for (place, (parent, listing)) in parents.iter().zip(listings).enumerate() {

@@ -18,6 +18,19 @@ pub(crate) enum Patience {
 }
 
 impl Patience {
+    /// The patience for each step of an acquisition made of several, starting now: a timeout
+    /// counts for all the steps together, each step getting what is left of it.
+    pub(crate) fn shared_by_steps(self) -> impl Fn() -> Self {
+        let deadline = match self {
+            Self::Timeout(timeout) => Some(Instant::now() + timeout),
+            Self::Default | Self::Once => None,
+        };
+        move || match deadline {
+            Some(deadline) => Self::Timeout(deadline.saturating_duration_since(Instant::now())),
+            None => self,
+        }
+    }
+
     /// When an acquisition starting now on a client with `default_timeout` must give up.
     pub(super) fn deadline(self, default_timeout: Option<Duration>) -> Deadline {
         let timeout = match self {

@@ -175,7 +175,7 @@ impl Heartbeat {
             self.in_flight = None;
             match result {
                 Ok(()) => return sent,
-                // NotGranted with its connection: ask again at once (it waits for the reconnect).
+                // Failed with its connection: ask again at once (it waits for the reconnect).
                 Err(_) => self.next_send = Instant::now() + Duration::from_millis(10),
             }
         }

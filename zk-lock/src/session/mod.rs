@@ -2,7 +2,8 @@
 //! still see deleted on it ([`ledger`]), and its retirement once a loss has been declared
 //! ([`retire`]).
 //!
-//! The bottom layer of the crate: it uses zookeeper-client and the background runtime only.
+//! The bottom layer above the foundations: it uses zookeeper-client, the background runtime and
+//! `error`.
 
 mod ledger;
 mod liveness;

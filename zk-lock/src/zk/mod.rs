@@ -1,8 +1,8 @@
 //! ZooKeeper operations every layer above needs: riding out broken connections, deleting and
 //! listing across them, creating container parents, finding a protected node again.
 //!
-//! May use: `session`'s neighbours below it (`error`, `trace`); nothing above. No lock logic:
-//! these are single operations on one zookeeper-client session.
+//! May use: `session` and the foundations; nothing above. No lock logic: these are single
+//! operations on one zookeeper-client session.
 
 mod containers;
 mod list;
