@@ -95,6 +95,12 @@ pub(crate) struct Args {
 }
 
 impl Args {
+    /// `#[zk_semaphore]` with one permit takes a semaphore mutex: a nested call in the same task
+    /// fails at once instead of waiting for itself.
+    pub fn is_semaphore_mutex(&self) -> bool {
+        self.attribute == Attribute::Semaphore && matches!(self.permits, None | Some(1))
+    }
+
     fn empty(attribute: Attribute) -> Self {
         Self {
             attribute,

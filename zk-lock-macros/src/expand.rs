@@ -89,14 +89,11 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> TokenStream {
         Attribute::Mutex => quote!(mutex(#path)),
         Attribute::Read => quote!(read(#path)),
         Attribute::Write => quote!(write(#path)),
-        // One permit is a semaphore mutex: a nested call fails at once instead of waiting for itself.
-        Attribute::Semaphore => match args.permits {
-            None | Some(1) => quote!(semaphore_mutex(#path)),
-            Some(permits) => {
-                let permits = Literal::u32_unsuffixed(permits);
-                quote!(semaphore(#path, #permits))
-            }
-        },
+        Attribute::Semaphore if args.is_semaphore_mutex() => quote!(semaphore_mutex(#path)),
+        Attribute::Semaphore => {
+            let permits = Literal::u32_unsuffixed(args.permits.unwrap_or(1));
+            quote!(semaphore(#path, #permits))
+        }
         Attribute::Multi => quote!(multi(#path)),
     };
 
@@ -157,7 +154,7 @@ fn declarations(args: &Args) -> TokenStream {
         Attribute::Mutex | Attribute::Multi => quote!(Mutex),
         Attribute::Read => quote!(Read),
         Attribute::Write => quote!(Write),
-        Attribute::Semaphore if matches!(args.permits, None | Some(1)) => quote!(SemaphoreMutex),
+        Attribute::Semaphore if args.is_semaphore_mutex() => quote!(SemaphoreMutex),
         Attribute::Semaphore => quote!(Semaphore),
     };
     let each = args.paths.iter().map(|path| {

@@ -30,12 +30,12 @@ use super::attempt::Attempt;
 use super::claim::Claim;
 use super::not_granted::NotGranted;
 use super::queue::{wait_for_grant, LockSpec};
-use super::ungranted::UngrantedNode;
+use super::ungranted::{Created, UngrantedNode};
 use crate::background;
 use crate::layout::{new_protected_prefix, ParticipantKind, SEMAPHORE_LEASES, SEMAPHORE_REQUEST, SEMAPHORE_REQUESTS};
 use crate::session::Session;
 use crate::trace;
-use crate::zk::{create_containers, find_protected, Reconnects};
+use crate::zk::{create_containers, Reconnects};
 
 /// What a semaphore asks for.
 pub(crate) struct LeaseSpec<'a> {
@@ -323,12 +323,8 @@ async fn create_then_list(
     let options = CreateMode::EphemeralSequential.with_acls(acls);
     let mut reconnects = Reconnects::new(zk);
     loop {
-        let paths: Vec<Option<String>> = nodes
-            .iter()
-            .map(|node| {
-                node.made.is_none().then(|| format!("{}/{}{}", node.parent, node.node.prefix(), node.lock_name))
-            })
-            .collect();
+        let paths: Vec<Option<String>> =
+            nodes.iter().map(|node| node.made.is_none().then(|| node.node.create_path(node.lock_name))).collect();
         let mut creates = Vec::with_capacity(nodes.len());
         for (node, path) in nodes.iter_mut().zip(&paths) {
             if path.is_some() {
@@ -346,33 +342,16 @@ async fn create_then_list(
         let mut again = false;
         for (node, create) in nodes.iter_mut().zip(creates) {
             let Some(create) = create else { continue };
-            match create.await {
-                Ok((stat, sequence)) => {
-                    let name = format!("{}{}{sequence}", node.node.prefix(), node.lock_name);
-                    node.node.created(&name);
-                    node.made = Some((name, stat.czxid));
-                }
-                Err(ZkError::NoNode) => {
-                    node.node.not_created();
+            let reply = create.await;
+            match node.node.settle_create(zk, &mut reconnects, node.lock_name, reply).await? {
+                Created::Made(name, token) => node.made = Some((name, token)),
+                Created::ParentMissing => {
                     if !missing_parents.contains(&node.parent) {
                         missing_parents.push(node.parent.clone());
                     }
                     again = true;
                 }
-                // The create may have been applied: look for our node before creating another.
-                Err(error) => {
-                    reconnects.wait(error).await?;
-                    match find_protected(zk, &node.parent, node.node.prefix()).await? {
-                        Some((name, token)) => {
-                            node.node.created(&name);
-                            node.made = Some((name, token));
-                        }
-                        None => {
-                            node.node.not_created();
-                            again = true;
-                        }
-                    }
-                }
+                Created::NotMade => again = true,
             }
         }
         let listed = listing.await;

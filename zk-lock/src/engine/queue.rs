@@ -11,12 +11,12 @@ use super::exclusive_grants;
 use super::local_handoff::{self, LocalHandoff, NodeFate};
 use super::not_granted::NotGranted;
 use super::own_watch::OwnNodeWatch;
-use super::ungranted::UngrantedNode;
+use super::ungranted::{Created, UngrantedNode};
 use crate::error::{Error, Result};
 use crate::layout::{new_protected_prefix, Queue};
 use crate::session::Session;
 use crate::trace;
-use crate::zk::{broke_connection, create_containers, find_protected, list_children, Reconnects};
+use crate::zk::{create_containers, list_children, Reconnects};
 
 /// Above this many nodes ahead, checking them one by one in a multi-read costs more than
 /// listing the parent.
@@ -118,37 +118,21 @@ async fn join_queue(
     acls: Acls<'_>,
     node: &mut UngrantedNode,
 ) -> std::result::Result<(String, i64, Vec<String>), NotGranted> {
-    let prefix_path = format!("{}/{}{}", spec.path, node.prefix(), spec.queue.lock_name());
+    let create_path = node.create_path(spec.queue.lock_name());
     let options = CreateMode::EphemeralSequential.with_acls(acls);
     let mut reconnects = Reconnects::new(zk);
     loop {
         node.sent();
-        let create = zk.create(&prefix_path, spec.data, &options);
+        let create = zk.create(&create_path, spec.data, &options);
         let list = zk.list_children(spec.path);
         let (created, listed) = tokio::join!(create, list);
-        let (name, token) = match created {
-            Ok((stat, sequence)) => {
-                let name = format!("{}{}{sequence}", node.prefix(), spec.queue.lock_name());
-                node.created(&name);
-                (name, stat.czxid)
-            }
-            Err(ZkError::NoNode) => {
-                node.not_created();
+        let (name, token) = match node.settle_create(zk, &mut reconnects, spec.queue.lock_name(), created).await? {
+            Created::Made(name, token) => (name, token),
+            Created::ParentMissing => {
                 create_containers(zk, spec.path, acls).await?;
                 continue;
             }
-            // The create may have been applied: look for our node before creating another.
-            Err(error) if broke_connection(&error) => {
-                reconnects.wait(error).await?;
-                match find_protected(zk, spec.path, node.prefix()).await? {
-                    Some((name, token)) => {
-                        node.created(&name);
-                        (name, token)
-                    }
-                    None => continue,
-                }
-            }
-            Err(error) => return Err(error.into()),
+            Created::NotMade => continue,
         };
         let children = match listed {
             Ok(children) => children,

@@ -3,10 +3,24 @@
 
 use std::sync::Arc;
 
+use zookeeper_client::{Client as ZkClient, CreateSequence, Error as ZkError, Stat};
+
 use super::claim::Claim;
 use super::local_handoff::{self, LocalHandoff};
+use super::not_granted::NotGranted;
 use crate::background;
 use crate::session::Session;
+use crate::zk::{find_protected, Reconnects};
+
+/// What one `create` of our node came to, once settled.
+pub(super) enum Created {
+    /// The node exists: its name and creation zxid.
+    Made(String, i64),
+    /// Its parent is missing: create the parent, then the node again.
+    ParentMissing,
+    /// Nothing was made (as a search by prefix confirmed): create it again.
+    NotMade,
+}
 
 /// Tracks our queue node from the moment its `create` is sent until the lock is granted.
 pub(super) struct UngrantedNode {
@@ -36,8 +50,48 @@ impl UngrantedNode {
         node
     }
 
-    pub(super) fn prefix(&self) -> &str {
-        &self.prefix
+    /// The path to create the node at, for a node named `lock_name` and a sequence.
+    pub(super) fn create_path(&self, lock_name: &str) -> String {
+        format!("{}/{}{lock_name}", self.parent, self.prefix)
+    }
+
+    /// Settles the `reply` to our node's `create`. A broken connection may have hidden a create
+    /// that was applied: then the node is looked for by its prefix before anything else.
+    ///
+    /// # Errors
+    ///
+    /// An error that is not a broken connection, or the session's end.
+    pub(super) async fn settle_create(
+        &mut self,
+        zk: &ZkClient,
+        reconnects: &mut Reconnects<'_>,
+        lock_name: &str,
+        reply: Result<(Stat, CreateSequence), ZkError>,
+    ) -> Result<Created, NotGranted> {
+        match reply {
+            Ok((stat, sequence)) => {
+                let name = format!("{}{lock_name}{sequence}", self.prefix);
+                self.created(&name);
+                Ok(Created::Made(name, stat.czxid))
+            }
+            Err(ZkError::NoNode) => {
+                self.not_created();
+                Ok(Created::ParentMissing)
+            }
+            Err(error) => {
+                reconnects.wait(error).await?;
+                match find_protected(zk, &self.parent, &self.prefix).await? {
+                    Some((name, token)) => {
+                        self.created(&name);
+                        Ok(Created::Made(name, token))
+                    }
+                    None => {
+                        self.not_created();
+                        Ok(Created::NotMade)
+                    }
+                }
+            }
+        }
     }
 
     /// Call before the `create` is sent: zookeeper-client sends a request when it is made.
@@ -53,14 +107,14 @@ impl UngrantedNode {
         }
     }
 
-    pub(super) fn created(&mut self, name: &str) {
+    fn created(&mut self, name: &str) {
         if let Some(claim) = &self.claim {
             claim.named(name);
         }
     }
 
-    /// ZooKeeper said the `create` made nothing (its parent was missing).
-    pub(super) fn not_created(&mut self) {
+    /// ZooKeeper said the `create` made nothing.
+    fn not_created(&mut self) {
         if let Some(claim) = self.claim.take() {
             claim.gone();
         }
