@@ -798,11 +798,7 @@ fn machine(server: &TestingServer, data: &(PathBuf, bool)) -> Value {
         .lines()
         .find_map(|l| l.strip_prefix("MemTotal:")?.split_whitespace().next()?.parse().ok())
         .unwrap_or(f64::NAN);
-    let zk_version = server
-        .four_letter("mntr")
-        .ok()
-        .and_then(|t| t.lines().find_map(|l| l.strip_prefix("zk_version\t").map(str::to_owned)))
-        .unwrap_or_default();
+    let zk_version = server.counters().ok().and_then(|c| c.get("zk_version").map(str::to_owned)).unwrap_or_default();
     let java = std::process::Command::new("java")
         .arg("-version")
         .output()

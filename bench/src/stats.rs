@@ -71,13 +71,8 @@ impl std::ops::AddAssign for Requests {
 impl Counters {
     /// Reads the counters with `mntr` (blocking, a few milliseconds).
     pub fn read(addr: SocketAddr) -> Result<Counters, String> {
-        let text = zk_lock::testing::four_letter_word(addr, "mntr").map_err(|e| format!("mntr: {e}"))?;
-        let value = |key: &str| -> Result<u64, String> {
-            text.lines()
-                .find_map(|line| line.strip_prefix(key)?.strip_prefix('\t'))
-                .and_then(|v| v.trim().parse().ok())
-                .ok_or_else(|| format!("no `{key}` in the server's mntr output"))
-        };
+        let counters = zk_lock::testing::server_counters(addr).map_err(|e| format!("mntr: {e}"))?;
+        let value = |key: &str| counters.count(key).ok_or_else(|| format!("no `{key}` in the server's mntr output"));
         Ok(Counters {
             packets: value("zk_packets_received")?,
             writes: value("zk_cnt_updatelatency")?,
