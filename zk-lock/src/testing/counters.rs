@@ -40,8 +40,9 @@ pub struct ServerCounters {
     pub packets_sent: u64,
     /// `zk_num_alive_connections`: client connections open now.
     pub alive_connections: u64,
-    /// `zk_outstanding_requests`: requests received and not yet answered.
-    pub outstanding_requests: u64,
+    /// `zk_outstanding_requests`: requests received and not yet answered. Signed: ZooKeeper's
+    /// own count races with its answers and reads `-1` now and then under load.
+    pub outstanding_requests: i64,
     /// `zk_znode_count`: nodes in the tree, ZooKeeper's own included.
     pub znodes: u64,
     /// `zk_watch_count`: (connection, path) watch pairs.
@@ -71,12 +72,7 @@ impl ServerCounters {
             .filter_map(|line| line.split_once('\t'))
             .map(|(key, value)| (key.trim().to_owned(), value.trim().to_owned()))
             .collect();
-        let count = |key: &str| match all.get(key) {
-            Some(value) => {
-                value.parse::<u64>().map_err(|_| invalid(format!("`{key}` is not a count in `mntr`: {value:?}")))
-            }
-            None => Err(invalid(format!("no `{key}` in the answer to `mntr`:\n{mntr}"))),
-        };
+        let count = |key: &str| field::<u64>(&all, mntr, key);
         Ok(ServerCounters {
             server_state: all
                 .get("zk_server_state")
@@ -85,7 +81,7 @@ impl ServerCounters {
             packets_received: count("zk_packets_received")?,
             packets_sent: count("zk_packets_sent")?,
             alive_connections: count("zk_num_alive_connections")?,
-            outstanding_requests: count("zk_outstanding_requests")?,
+            outstanding_requests: field::<i64>(&all, mntr, "zk_outstanding_requests")?,
             znodes: count("zk_znode_count")?,
             watches: count("zk_watch_count")?,
             ephemerals: count("zk_ephemerals_count")?,
@@ -102,6 +98,14 @@ impl ServerCounters {
     /// reported something else (a version, an average).
     pub fn count(&self, key: &str) -> Option<u64> {
         self.get(key)?.parse().ok()
+    }
+}
+
+/// The value of `key` in the answer `mntr`, parsed.
+fn field<T: std::str::FromStr>(all: &BTreeMap<String, String>, mntr: &str, key: &str) -> io::Result<T> {
+    match all.get(key) {
+        Some(value) => value.parse().map_err(|_| invalid(format!("`{key}` is not a number in `mntr`: {value:?}"))),
+        None => Err(invalid(format!("no `{key}` in the answer to `mntr`:\n{mntr}"))),
     }
 }
 
@@ -162,5 +166,12 @@ mod tests {
         assert!(err.to_string().contains("4lw.commands.whitelist"), "{err}");
         let err = ServerCounters::parse(&MNTR.replace("\t42", "\tmany")).unwrap_err();
         assert!(err.to_string().contains("zk_packets_received"), "{err}");
+    }
+
+    #[test]
+    fn outstanding_requests_may_read_minus_one() {
+        // ZooKeeper 3.8 under load: its count of outstanding requests races with its answers.
+        let racing = MNTR.replace("zk_outstanding_requests\t0", "zk_outstanding_requests\t-1");
+        assert_eq!(ServerCounters::parse(&racing).unwrap().outstanding_requests, -1);
     }
 }
