@@ -1,7 +1,10 @@
-//! The `contended-processes` row: each contender in its own OS process, this binary re-run as
-//! `bench --contender <client> <connect> <path>`. zk-lock skips a read when the node it waited
-//! for was granted in the same process (zk-lock/src/engine/handoff.rs); across processes it
-//! cannot, and this row measures what a hand-off costs then.
+//! The `contended-processes` row: each contender in its own OS process with its own session:
+//! this binary re-run as `bench --contender <client> <connect> <path>` for the Rust clients, one
+//! JVM running `CuratorBench --contender <connect> <path>` for Curator, one interpreter running
+//! `kazoo_bench.py --contender <connect> <path>` for kazoo. zk-lock skips a read when the node it
+//! waited for was granted in the same process (zk-lock/src/engine/handoff.rs); across processes
+//! it cannot, and this row measures what a hand-off costs then, next to the peers' figures for
+//! the deployment users actually run (one process per session).
 //!
 //! Protocol on the worker's stdin/stdout: it connects and prints `ready`; it reads
 //! `go <base> <warm> <measure>` (Unix-time nanoseconds, nanoseconds, nanoseconds) and loops on
@@ -9,7 +12,9 @@
 //! when its stdin closes, so that the session's close falls outside the parent's counters.
 //! `error <message>` instead of either line when something failed.
 
+use std::ffi::OsString;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -161,6 +166,31 @@ async fn work(kind: Native, connect: &str, path: &str) -> Res<()> {
 
 // ---- parent --------------------------------------------------------------------------------
 
+/// How to start one contender process.
+pub struct Launch {
+    program: PathBuf,
+    args: Vec<OsString>,
+    /// Where the processes' stderr goes (appended); inherited if `None`.
+    stderr: Option<PathBuf>,
+    /// How long all the processes may take to start, connect and warm up.
+    pub ready_timeout: Duration,
+}
+
+impl Launch {
+    /// `program args... --contender <connect> <path>`, the peers' contender mode.
+    pub fn peer(program: PathBuf, mut args: Vec<OsString>, connect: &str, path: &str, stderr: PathBuf) -> Launch {
+        args.extend([FLAG, connect, path].map(OsString::from));
+        Launch { program, args, stderr: Some(stderr), ready_timeout: Duration::from_secs(300) }
+    }
+
+    /// This binary as a contender of a Rust client.
+    pub fn native(kind: Native, connect: &str, path: &str) -> Res<Launch> {
+        let program = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+        let args = [FLAG, name(kind), connect, path].map(OsString::from).to_vec();
+        Ok(Launch { program, args, stderr: None, ready_timeout: Duration::from_secs(60) })
+    }
+}
+
 /// A contender process, killed when dropped.
 struct Worker {
     child: Child,
@@ -169,12 +199,21 @@ struct Worker {
 }
 
 impl Worker {
-    fn spawn(kind: Native, connect: &str, path: &str) -> Res<Worker> {
-        let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
-        let mut child = Command::new(exe)
-            .args([FLAG, name(kind), connect, path])
+    fn spawn(launch: &Launch) -> Res<Worker> {
+        let stderr = match &launch.stderr {
+            Some(path) => std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map(Stdio::from)
+                .map_err(|e| format!("cannot open {}: {e}", path.display()))?,
+            None => Stdio::inherit(),
+        };
+        let mut child = Command::new(&launch.program)
+            .args(&launch.args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            .stderr(stderr)
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| format!("cannot start a contender process: {e}"))?;
@@ -228,16 +267,14 @@ fn overlaps(mut intervals: Vec<(f64, f64)>) -> (u64, usize) {
 /// `sessions` contender processes, one session each, loop on one mutex for `warm + measure`.
 /// The same result shape as the in-process `native::contended`.
 pub async fn contended(
-    kind: Native,
-    connect: &str,
+    launch: &Launch,
     server: SocketAddr,
-    path: &str,
     sessions: usize,
     warm: Duration,
     measure: Duration,
 ) -> Res<Measured> {
-    let mut workers = (0..sessions).map(|_| Worker::spawn(kind, connect, path)).collect::<Res<Vec<_>>>()?;
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut workers = (0..sessions).map(|_| Worker::spawn(launch)).collect::<Res<Vec<_>>>()?;
+    let deadline = Instant::now() + launch.ready_timeout;
     for worker in &mut workers {
         worker.expect("ready", deadline).await?;
     }
