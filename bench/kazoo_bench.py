@@ -321,9 +321,10 @@ def contender(hosts, path):
         end = measure_from + measure
         # Bounded: a contender still waiting long after the end gives up.
         limit = end + 5_000_000_000
-        waits, held, total = [], [], 0
+        waits, held, asked, total = [], [], [], 0
         while clock() < end:
             t0 = clock()
+            asked_at = wall() - base
             try:
                 if not lock.acquire(timeout=(limit - t0) / 1e9):
                     break
@@ -334,10 +335,11 @@ def contender(hosts, path):
             held.append(wall() - base)
             held.append(wall() - base)
             lock.release()
+            asked.append(asked_at)
             total += 1
             if measure_from <= t1 < end:
                 waits.append(micros(t1 - t0))
-        result = {"grants_total": total, "wait_us": waits, "held_ns": held}
+        result = {"grants_total": total, "wait_us": waits, "held_ns": held, "asked_ns": asked}
         say("result " + json.dumps(result, separators=(",", ":")))
         # Keep the session until the bench has read the server's counters.
         for _ in sys.stdin:

@@ -467,8 +467,10 @@ public final class CuratorBench {
             int measured = 0;
             int intervals = 0;
             long total = 0;
+            double[] asked = new double[1 << 12];
             while (System.nanoTime() < end) {
                 long t0 = System.nanoTime();
+                double askedAt = wallNanos() - base;
                 if (!mutex.acquire(limit - t0, TimeUnit.NANOSECONDS)) {
                     break;
                 }
@@ -477,6 +479,10 @@ public final class CuratorBench {
                 double h0 = wallNanos() - base;
                 double h1 = wallNanos() - base;
                 mutex.release();
+                if (total == asked.length) {
+                    asked = Arrays.copyOf(asked, asked.length * 2);
+                }
+                asked[(int) total] = askedAt;
                 total++;
                 if (intervals + 2 > held.length) {
                     held = Arrays.copyOf(held, held.length * 2);
@@ -494,6 +500,7 @@ public final class CuratorBench {
                     .num("grants_total", total)
                     .arr("wait_us", waits, measured)
                     .arr("held_ns", held, intervals)
+                    .arr("asked_ns", asked, (int) total)
                     .end());
             System.out.flush();
             // Keep the session until the bench has read the server's counters.

@@ -147,17 +147,19 @@ async fn work(kind: Native, connect: &str, path: &str) -> Res<()> {
     let end = from + Duration::from_nanos(measure as u64);
     // Bounded: a contender still waiting long after the end gives up, as in-process.
     let limit = end + Duration::from_secs(5);
-    let (mut waits, mut held, mut total) = (Vec::new(), Vec::new(), 0u64);
+    let (mut waits, mut held, mut asked, mut total) = (Vec::new(), Vec::new(), Vec::new(), 0u64);
     while Instant::now() < end {
         let t0 = Instant::now();
+        let asked_at = wall_since(base);
         let Some((granted, interval)) = lock.cycle(limit, base).await? else { break };
         total += 1;
         held.extend(interval);
+        asked.push(asked_at);
         if granted >= from && granted < end {
             waits.push(micros(granted - t0));
         }
     }
-    println!("result {}", json!({"grants_total": total, "wait_us": waits, "held_ns": held}));
+    println!("result {}", json!({"grants_total": total, "wait_us": waits, "held_ns": held, "asked_ns": asked}));
     // Keep the session until the parent has read the server's counters.
     while read_line().await.is_ok_and(|line| line.is_some()) {}
     drop(lock);
@@ -264,6 +266,35 @@ fn overlaps(mut intervals: Vec<(f64, f64)>) -> (u64, usize) {
     (violations, max_holders)
 }
 
+/// One grant as a contender process reports it, in wall-clock nanoseconds since the common
+/// base: when its lock call started (`None` from a worker that does not say), after the grant,
+/// before the release (the delete is sent right after).
+#[derive(Debug, Clone, Copy)]
+struct Hold {
+    asked: Option<f64>,
+    granted: f64,
+    released: f64,
+}
+
+/// Hand-off latencies across processes, in microseconds: from the moment the holder began its
+/// release (its delete is sent next) to the next holder's grant, for every grant inside
+/// `window` (nanoseconds since the base) whose lock call had started before that release began,
+/// so that the next holder was already waiting and the gap is a hand-off, not a fresh acquire.
+fn handoffs(mut holds: Vec<Hold>, window: (f64, f64)) -> Vec<f64> {
+    holds.sort_by(|a, b| a.granted.total_cmp(&b.granted));
+    holds
+        .windows(2)
+        .filter(|pair| {
+            let (previous, next) = (pair[0], pair[1]);
+            next.granted >= window.0
+                && next.granted < window.1
+                && next.granted >= previous.released
+                && next.asked.is_some_and(|asked| asked < previous.released)
+        })
+        .map(|pair| ((pair[1].granted - pair[0].released) / 100.0).round() / 10.0)
+        .collect()
+}
+
 /// `sessions` contender processes, one session each, loop on one mutex for `warm + measure`.
 /// The same result shape as the in-process `native::contended`.
 pub async fn contended(
@@ -308,12 +339,20 @@ pub async fn contended(
     tokio::time::sleep(SETTLE).await;
     let mut waits = Vec::new();
     let mut intervals = Vec::new();
+    let mut holds = Vec::new();
     let mut total = 0.0;
     for result in &results {
         waits.extend(samples(result, "wait_us"));
         total += result["grants_total"].as_f64().unwrap_or(0.0);
-        intervals.extend(samples(result, "held_ns").chunks_exact(2).map(|pair| (pair[0], pair[1])));
+        let held = samples(result, "held_ns");
+        let asked = samples(result, "asked_ns");
+        for (pair, asked) in held.chunks_exact(2).zip(asked.into_iter().map(Some).chain(std::iter::repeat(None))) {
+            intervals.push((pair[0], pair[1]));
+            holds.push(Hold { asked, granted: pair[0], released: pair[1] });
+        }
     }
+    let window = (warm.as_nanos() as f64, (warm + measure).as_nanos() as f64);
+    let handoff_us = handoffs(holds, window);
     let (violations, max_holders) = overlaps(intervals);
     let result = json!({
         "sessions": sessions,
@@ -323,17 +362,33 @@ pub async fn contended(
         "violations": violations,
         "max_holders": max_holders,
         "wait_us": waits,
+        "handoff_us": handoff_us,
     });
     Ok(Measured { result, requests: after.since(&before), queued: true })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::overlaps;
+    use super::{handoffs, overlaps, Hold};
 
     #[test]
     fn overlapping_intervals_are_violations() {
         assert_eq!(overlaps(vec![(0.0, 1.0), (1.0, 2.0), (3.0, 4.0)]), (0, 1));
         assert_eq!(overlaps(vec![(0.0, 5.0), (1.0, 2.0), (1.5, 3.0)]), (2, 3));
+    }
+
+    #[test]
+    fn handoffs_count_only_waiting_successors_inside_the_window() {
+        let hold = |asked, granted, released| Hold { asked: Some(asked), granted, released };
+        let holds = vec![
+            hold(0.0, 1_000.0, 2_000.0),
+            // Waiting since before the release at 2,000: a hand-off of 1.5 µs.
+            hold(500.0, 3_500.0, 4_000.0),
+            // Asked after the release at 4,000: a fresh acquire, not a hand-off.
+            hold(4_100.0, 9_000.0, 9_500.0),
+            // Outside the window.
+            hold(9_000.0, 20_000.0, 21_000.0),
+        ];
+        assert_eq!(handoffs(holds, (0.0, 10_000.0)), [1.5]);
     }
 }
