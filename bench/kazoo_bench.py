@@ -16,6 +16,13 @@ Commands (times in milliseconds; every loop is bounded in count and in time):
   drain <path> <waiters> <timeout-ms>
 
 Latencies are printed in microseconds; the bench computes every statistic itself.
+
+`kazoo_bench.py --contender <connect-string> <path>` is instead one contender of the
+contended-processes row, one interpreter and one session per contender, speaking the worker
+protocol of bench/src/contender.rs: it connects, warms up (acquire + release cycles on the path),
+prints `ready`, reads `go <base> <warm> <measure>` (Unix-time nanoseconds, nanoseconds,
+nanoseconds), loops on one Lock until base + warm + measure, prints `result <json>` and closes
+its session when its stdin closes.
 """
 
 import json
@@ -287,7 +294,70 @@ class Bench:
         }
 
 
+CONTENDER_WARM_CYCLES = 50
+
+
+def contender(hosts, path):
+    """One contender of the contended-processes row (see the module's docstring)."""
+    from kazoo.exceptions import LockTimeout
+
+    client = None
+    try:
+        client = connect(hosts)
+        lock = client.Lock(path)
+        for _ in range(CONTENDER_WARM_CYCLES):
+            if lock.acquire(timeout=30.0):
+                lock.release()
+        say("ready")
+        words = sys.stdin.readline().split()
+        if len(words) != 4 or words[0] != "go":
+            raise ValueError("expected `go <base> <warm> <measure>`: %r" % " ".join(words))
+        base, warm, measure = int(words[1]), int(words[2]), int(words[3])
+        wall = time.time_ns
+        clock = time.monotonic_ns
+        # The window on this process's monotonic clock.
+        start = clock() - max(0, wall() - base)
+        measure_from = start + warm
+        end = measure_from + measure
+        # Bounded: a contender still waiting long after the end gives up.
+        limit = end + 5_000_000_000
+        waits, held, asked, total = [], [], [], 0
+        while clock() < end:
+            t0 = clock()
+            asked_at = wall() - base
+            try:
+                if not lock.acquire(timeout=(limit - t0) / 1e9):
+                    break
+            except LockTimeout:
+                break
+            t1 = clock()
+            # The held interval on the wall clock, inside the true hold.
+            held.append(wall() - base)
+            held.append(wall() - base)
+            lock.release()
+            asked.append(asked_at)
+            total += 1
+            if measure_from <= t1 < end:
+                waits.append(micros(t1 - t0))
+        result = {"grants_total": total, "wait_us": waits, "held_ns": held, "asked_ns": asked}
+        say("result " + json.dumps(result, separators=(",", ":")))
+        # Keep the session until the bench has read the server's counters.
+        for _ in sys.stdin:
+            pass
+        return 0
+    except Exception as error:  # noqa: BLE001 - reported to the bench
+        traceback.print_exc()
+        say("error %s: %s" % (type(error).__name__, str(error).replace("\n", " ")))
+        return 1
+    finally:
+        if client is not None:
+            client.stop()
+            client.close()
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--contender":
+        return contender(sys.argv[2], sys.argv[3])
     if len(sys.argv) != 2:
         sys.stderr.write("usage: kazoo_bench.py <connect-string>\n")
         return 2

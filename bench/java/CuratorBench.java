@@ -50,6 +50,14 @@ import org.apache.zookeeper.KeeperException;
  * </ul>
  *
  * <p>Latencies are printed in microseconds.
+ *
+ * <p>{@code CuratorBench --contender <connect-string> <path>} is instead one contender of the
+ * {@code contended-processes} row, one JVM and one session per contender, speaking the worker
+ * protocol of {@code bench/src/contender.rs}: it connects, warms up (acquire + release cycles on
+ * the path), prints {@code ready}, reads {@code go <base> <warm> <measure>} (Unix-time
+ * nanoseconds, nanoseconds, nanoseconds), loops on one InterProcessMutex until
+ * {@code base + warm + measure}, prints {@code result <json>} and closes its session when its
+ * stdin closes.
  */
 public final class CuratorBench {
     private static final int SESSION_TIMEOUT_MS = 60_000;
@@ -72,6 +80,10 @@ public final class CuratorBench {
     public static void main(String[] argv) {
         int status = 0;
         try {
+            if (argv.length == 3 && argv[0].equals("--contender")) {
+                status = contender(argv[1], argv[2]);
+                System.exit(status);
+            }
             if (argv.length != 1) {
                 throw new IllegalArgumentException("usage: CuratorBench <connect-string>");
             }
@@ -411,6 +423,101 @@ public final class CuratorBench {
                 .num("max_holders", maxHolders.get())
                 .arr("wait_us", all, measured)
                 .end();
+    }
+
+    // ---- contended-processes (one contender per JVM) --------------------------------------------
+
+    /** Acquire + release cycles before {@code ready}, so that the JIT has compiled the lock path. */
+    private static final int CONTENDER_WARM_CYCLES = 200;
+
+    /** Nanoseconds since the Unix epoch (microsecond resolution): the clock every process shares. */
+    private static long wallNanos() {
+        java.time.Instant now = java.time.Instant.now();
+        return now.getEpochSecond() * 1_000_000_000L + now.getNano();
+    }
+
+    private static int contender(String connectString, String path) {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        CuratorFramework client = null;
+        try {
+            client = connect(connectString);
+            InterProcessMutex mutex = new InterProcessMutex(client, path);
+            long warmUntil = System.nanoTime() + 30_000_000_000L;
+            for (int i = 0; i < CONTENDER_WARM_CYCLES && System.nanoTime() < warmUntil; i++) {
+                if (mutex.acquire(30, TimeUnit.SECONDS)) {
+                    mutex.release();
+                }
+            }
+            System.out.println("ready");
+            System.out.flush();
+            String line = in.readLine();
+            String[] go = line == null ? new String[0] : line.trim().split(" ");
+            if (go.length != 4 || !go[0].equals("go")) {
+                throw new IllegalArgumentException("expected `go <base> <warm> <measure>`: " + line);
+            }
+            long base = Long.parseLong(go[1]);
+            // The window on this JVM's monotonic clock.
+            long start = System.nanoTime() - Math.max(0L, wallNanos() - base);
+            long from = start + Long.parseLong(go[2]);
+            long end = from + Long.parseLong(go[3]);
+            // Bounded: a contender still waiting long after the end gives up.
+            long limit = end + 5_000_000_000L;
+            double[] waits = new double[1 << 12];
+            double[] held = new double[1 << 13];
+            int measured = 0;
+            int intervals = 0;
+            long total = 0;
+            double[] asked = new double[1 << 12];
+            while (System.nanoTime() < end) {
+                long t0 = System.nanoTime();
+                double askedAt = wallNanos() - base;
+                if (!mutex.acquire(limit - t0, TimeUnit.NANOSECONDS)) {
+                    break;
+                }
+                long t1 = System.nanoTime();
+                // The held interval on the wall clock, inside the true hold.
+                double h0 = wallNanos() - base;
+                double h1 = wallNanos() - base;
+                mutex.release();
+                if (total == asked.length) {
+                    asked = Arrays.copyOf(asked, asked.length * 2);
+                }
+                asked[(int) total] = askedAt;
+                total++;
+                if (intervals + 2 > held.length) {
+                    held = Arrays.copyOf(held, held.length * 2);
+                }
+                held[intervals++] = h0;
+                held[intervals++] = h1;
+                if (t1 >= from && t1 < end) {
+                    if (measured == waits.length) {
+                        waits = Arrays.copyOf(waits, waits.length * 2);
+                    }
+                    waits[measured++] = micros(t1 - t0);
+                }
+            }
+            System.out.println("result " + new Json()
+                    .num("grants_total", total)
+                    .arr("wait_us", waits, measured)
+                    .arr("held_ns", held, intervals)
+                    .arr("asked_ns", asked, (int) total)
+                    .end());
+            System.out.flush();
+            // Keep the session until the bench has read the server's counters.
+            while (in.readLine() != null) {
+                // nothing
+            }
+            return 0;
+        } catch (Throwable e) {
+            e.printStackTrace();
+            System.out.println("error " + (e.getClass().getSimpleName() + ": " + e.getMessage()).replace('\n', ' '));
+            System.out.flush();
+            return 1;
+        } finally {
+            if (client != null) {
+                client.close();
+            }
+        }
     }
 
     // ---- drain ----------------------------------------------------------------------------------

@@ -1,7 +1,10 @@
-//! The `contended-processes` row: each contender in its own OS process, this binary re-run as
-//! `bench --contender <client> <connect> <path>`. zk-lock skips a read when the node it waited
-//! for was granted in the same process (zk-lock/src/engine/handoff.rs); across processes it
-//! cannot, and this row measures what a hand-off costs then.
+//! The `contended-processes` row: each contender in its own OS process with its own session:
+//! this binary re-run as `bench --contender <client> <connect> <path>` for the Rust clients, one
+//! JVM running `CuratorBench --contender <connect> <path>` for Curator, one interpreter running
+//! `kazoo_bench.py --contender <connect> <path>` for kazoo. zk-lock skips a read when the node it
+//! waited for was granted in the same process (zk-lock/src/engine/handoff.rs); across processes
+//! it cannot, and this row measures what a hand-off costs then, next to the peers' figures for
+//! the deployment users actually run (one process per session).
 //!
 //! Protocol on the worker's stdin/stdout: it connects and prints `ready`; it reads
 //! `go <base> <warm> <measure>` (Unix-time nanoseconds, nanoseconds, nanoseconds) and loops on
@@ -9,7 +12,9 @@
 //! when its stdin closes, so that the session's close falls outside the parent's counters.
 //! `error <message>` instead of either line when something failed.
 
+use std::ffi::OsString;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -142,17 +147,19 @@ async fn work(kind: Native, connect: &str, path: &str) -> Res<()> {
     let end = from + Duration::from_nanos(measure as u64);
     // Bounded: a contender still waiting long after the end gives up, as in-process.
     let limit = end + Duration::from_secs(5);
-    let (mut waits, mut held, mut total) = (Vec::new(), Vec::new(), 0u64);
+    let (mut waits, mut held, mut asked, mut total) = (Vec::new(), Vec::new(), Vec::new(), 0u64);
     while Instant::now() < end {
         let t0 = Instant::now();
+        let asked_at = wall_since(base);
         let Some((granted, interval)) = lock.cycle(limit, base).await? else { break };
         total += 1;
         held.extend(interval);
+        asked.push(asked_at);
         if granted >= from && granted < end {
             waits.push(micros(granted - t0));
         }
     }
-    println!("result {}", json!({"grants_total": total, "wait_us": waits, "held_ns": held}));
+    println!("result {}", json!({"grants_total": total, "wait_us": waits, "held_ns": held, "asked_ns": asked}));
     // Keep the session until the parent has read the server's counters.
     while read_line().await.is_ok_and(|line| line.is_some()) {}
     drop(lock);
@@ -160,6 +167,31 @@ async fn work(kind: Native, connect: &str, path: &str) -> Res<()> {
 }
 
 // ---- parent --------------------------------------------------------------------------------
+
+/// How to start one contender process.
+pub struct Launch {
+    program: PathBuf,
+    args: Vec<OsString>,
+    /// Where the processes' stderr goes (appended); inherited if `None`.
+    stderr: Option<PathBuf>,
+    /// How long all the processes may take to start, connect and warm up.
+    pub ready_timeout: Duration,
+}
+
+impl Launch {
+    /// `program args... --contender <connect> <path>`, the peers' contender mode.
+    pub fn peer(program: PathBuf, mut args: Vec<OsString>, connect: &str, path: &str, stderr: PathBuf) -> Launch {
+        args.extend([FLAG, connect, path].map(OsString::from));
+        Launch { program, args, stderr: Some(stderr), ready_timeout: Duration::from_secs(300) }
+    }
+
+    /// This binary as a contender of a Rust client.
+    pub fn native(kind: Native, connect: &str, path: &str) -> Res<Launch> {
+        let program = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+        let args = [FLAG, name(kind), connect, path].map(OsString::from).to_vec();
+        Ok(Launch { program, args, stderr: None, ready_timeout: Duration::from_secs(60) })
+    }
+}
 
 /// A contender process, killed when dropped.
 struct Worker {
@@ -169,12 +201,21 @@ struct Worker {
 }
 
 impl Worker {
-    fn spawn(kind: Native, connect: &str, path: &str) -> Res<Worker> {
-        let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
-        let mut child = Command::new(exe)
-            .args([FLAG, name(kind), connect, path])
+    fn spawn(launch: &Launch) -> Res<Worker> {
+        let stderr = match &launch.stderr {
+            Some(path) => std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map(Stdio::from)
+                .map_err(|e| format!("cannot open {}: {e}", path.display()))?,
+            None => Stdio::inherit(),
+        };
+        let mut child = Command::new(&launch.program)
+            .args(&launch.args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            .stderr(stderr)
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| format!("cannot start a contender process: {e}"))?;
@@ -225,19 +266,46 @@ fn overlaps(mut intervals: Vec<(f64, f64)>) -> (u64, usize) {
     (violations, max_holders)
 }
 
+/// One grant as a contender process reports it, in wall-clock nanoseconds since the common
+/// base: when its lock call started (`None` from a worker that does not say), after the grant,
+/// before the release (the delete is sent right after).
+#[derive(Debug, Clone, Copy)]
+struct Hold {
+    asked: Option<f64>,
+    granted: f64,
+    released: f64,
+}
+
+/// Hand-off latencies across processes, in microseconds: from the moment the holder began its
+/// release (its delete is sent next) to the next holder's grant, for every grant inside
+/// `window` (nanoseconds since the base) whose lock call had started before that release began,
+/// so that the next holder was already waiting and the gap is a hand-off, not a fresh acquire.
+fn handoffs(mut holds: Vec<Hold>, window: (f64, f64)) -> Vec<f64> {
+    holds.sort_by(|a, b| a.granted.total_cmp(&b.granted));
+    holds
+        .windows(2)
+        .filter(|pair| {
+            let (previous, next) = (pair[0], pair[1]);
+            next.granted >= window.0
+                && next.granted < window.1
+                && next.granted >= previous.released
+                && next.asked.is_some_and(|asked| asked < previous.released)
+        })
+        .map(|pair| ((pair[1].granted - pair[0].released) / 100.0).round() / 10.0)
+        .collect()
+}
+
 /// `sessions` contender processes, one session each, loop on one mutex for `warm + measure`.
 /// The same result shape as the in-process `native::contended`.
 pub async fn contended(
-    kind: Native,
-    connect: &str,
+    launch: &Launch,
     server: SocketAddr,
-    path: &str,
     sessions: usize,
     warm: Duration,
     measure: Duration,
 ) -> Res<Measured> {
-    let mut workers = (0..sessions).map(|_| Worker::spawn(kind, connect, path)).collect::<Res<Vec<_>>>()?;
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut workers = (0..sessions).map(|_| Worker::spawn(launch)).collect::<Res<Vec<_>>>()?;
+    let deadline = Instant::now() + launch.ready_timeout;
     for worker in &mut workers {
         worker.expect("ready", deadline).await?;
     }
@@ -271,12 +339,20 @@ pub async fn contended(
     tokio::time::sleep(SETTLE).await;
     let mut waits = Vec::new();
     let mut intervals = Vec::new();
+    let mut holds = Vec::new();
     let mut total = 0.0;
     for result in &results {
         waits.extend(samples(result, "wait_us"));
         total += result["grants_total"].as_f64().unwrap_or(0.0);
-        intervals.extend(samples(result, "held_ns").chunks_exact(2).map(|pair| (pair[0], pair[1])));
+        let held = samples(result, "held_ns");
+        let asked = samples(result, "asked_ns");
+        for (pair, asked) in held.chunks_exact(2).zip(asked.into_iter().map(Some).chain(std::iter::repeat(None))) {
+            intervals.push((pair[0], pair[1]));
+            holds.push(Hold { asked, granted: pair[0], released: pair[1] });
+        }
     }
+    let window = (warm.as_nanos() as f64, (warm + measure).as_nanos() as f64);
+    let handoff_us = handoffs(holds, window);
     let (violations, max_holders) = overlaps(intervals);
     let result = json!({
         "sessions": sessions,
@@ -286,17 +362,33 @@ pub async fn contended(
         "violations": violations,
         "max_holders": max_holders,
         "wait_us": waits,
+        "handoff_us": handoff_us,
     });
     Ok(Measured { result, requests: after.since(&before), queued: true })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::overlaps;
+    use super::{handoffs, overlaps, Hold};
 
     #[test]
     fn overlapping_intervals_are_violations() {
         assert_eq!(overlaps(vec![(0.0, 1.0), (1.0, 2.0), (3.0, 4.0)]), (0, 1));
         assert_eq!(overlaps(vec![(0.0, 5.0), (1.0, 2.0), (1.5, 3.0)]), (2, 3));
+    }
+
+    #[test]
+    fn handoffs_count_only_waiting_successors_inside_the_window() {
+        let hold = |asked, granted, released| Hold { asked: Some(asked), granted, released };
+        let holds = vec![
+            hold(0.0, 1_000.0, 2_000.0),
+            // Waiting since before the release at 2,000: a hand-off of 1.5 µs.
+            hold(500.0, 3_500.0, 4_000.0),
+            // Asked after the release at 4,000: a fresh acquire, not a hand-off.
+            hold(4_100.0, 9_000.0, 9_500.0),
+            // Outside the window.
+            hold(9_000.0, 20_000.0, 21_000.0),
+        ];
+        assert_eq!(handoffs(holds, (0.0, 10_000.0)), [1.5]);
     }
 }

@@ -12,7 +12,8 @@
 //! Rows: `floor` (raw create/delete/list), `uncontended` (acquire + release), `contended`
 //! (W sessions on one mutex), `contended-tasks` (W tasks or threads sharing one session, as a
 //! process with one client does), `contended-processes` (W sessions, one OS process each: this
-//! binary re-run with the hidden `--contender` arguments), `drain` (N queued waiters released in
+//! binary re-run with the hidden `--contender` arguments, or one JVM / python interpreter per
+//! session running the peer's `--contender` mode), `drain` (N queued waiters released in
 //! turn), `memory` (bytes per waiting acquisition and per held guard in this process). Request
 //! counts come from the server's own counters (`mntr`), read around each client's measurement.
 //! The Curator and kazoo peers (`bench/java/CuratorBench.java`, `bench/kazoo_bench.py`)
@@ -690,17 +691,25 @@ async fn contended_row(ctx: &mut Ctx<'_>, section: &'static str) {
     }
 }
 
-/// The contended row with every contender in its own process, for the in-process clients only:
-/// zk-lock's in-process hand-off shortcut does not apply there. The peers have no such shortcut,
-/// so their `contended` figures already stand for separate processes.
+/// The contended row with every contender in its own OS process and session: the Rust clients
+/// re-run this binary (zk-lock's in-process hand-off shortcut does not apply there), Curator runs
+/// one small JVM per contender and kazoo one interpreter per contender.
 async fn contended_processes_row(ctx: &mut Ctx<'_>) {
     const SECTION: &str = "contended-processes";
     let (warm, measure) = (ctx.opts.contended_warm, ctx.opts.contended_measure);
+    let work = target_dir().join("bench");
     for sessions in ctx.opts.sessions.clone() {
         for client in ctx.opts.clients.clone() {
-            let Some(kind) = client.native() else { continue };
             let path = path_of(client, SECTION, &format!("w{sessions}"));
-            let measured = contender::contended(kind, &ctx.connect, ctx.server, &path, sessions, warm, measure).await;
+            let launch = match client.native() {
+                Some(kind) => contender::Launch::native(kind, &ctx.connect, &path),
+                None if client == ClientId::Curator => peer::curator_contender(&ctx.connect, &path, &work).await,
+                None => peer::kazoo_contender(&ctx.connect, &path, &work).await,
+            };
+            let measured = match launch {
+                Ok(launch) => contender::contended(&launch, ctx.server, sessions, warm, measure).await,
+                Err(e) => Err(e),
+            };
             let record = match measured {
                 Ok(m) => report::contended(SECTION, client.name(), sessions, &m),
                 Err(e) => Record::failed(SECTION, format!("W={sessions}"), client.name(), e),

@@ -2,6 +2,7 @@
 //! client and print raw samples as JSON, over the line protocol described in
 //! `bench/java/CuratorBench.java`.
 
+use std::ffi::OsString;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::time::{timeout_at, Instant};
 
+use crate::contender::Launch;
 use crate::stats::{Counters, Requests};
 
 const JAVA_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/java/CuratorBench.java");
@@ -34,6 +36,9 @@ const CURATOR_JARS: &[&str] = &[
 /// collector so that GC threads do not compete for the two cores, and small thread stacks for
 /// the thousand threads of the drain row.
 pub const JVM_FLAGS: &[&str] = &["-Xmx512m", "-Xss512k", "-XX:+UseSerialGC"];
+
+/// One JVM per contender in the `contended-processes` row: a small heap, the rest as above.
+pub const CONTENDER_JVM_FLAGS: &[&str] = &["-Xmx64m", "-Xss512k", "-XX:+UseSerialGC"];
 
 /// How long a peer may take to start and connect (a JVM start on a loaded machine).
 const START_TIMEOUT: Duration = Duration::from_secs(90);
@@ -239,6 +244,31 @@ impl Peer {
             let _ = self.child.wait().await;
         }
     }
+}
+
+/// How to start one Curator contender JVM of the `contended-processes` row (compiling the peer
+/// once); their stderr goes to `<work>/logs/curator-contenders.stderr`.
+pub async fn curator_contender(connect: &str, path: &str, work: &Path) -> Result<Launch, String> {
+    let dir = work.to_owned();
+    let classes = tokio::task::spawn_blocking(move || compile_curator(&dir)).await.map_err(|e| e.to_string())??;
+    let classpath = format!("{}:{}", classes.display(), curator_classpath()?);
+    let mut args: Vec<OsString> = CONTENDER_JVM_FLAGS.iter().map(OsString::from).collect();
+    args.extend(["-cp".into(), classpath.into(), "CuratorBench".into()]);
+    Ok(Launch::peer(jdk_tool("java"), args, connect, path, contender_log(work, "curator")?))
+}
+
+/// How to start one kazoo contender interpreter of the `contended-processes` row; their stderr
+/// goes to `<work>/logs/kazoo-contenders.stderr`.
+pub async fn kazoo_contender(connect: &str, path: &str, work: &Path) -> Result<Launch, String> {
+    let python = tokio::task::spawn_blocking(python_with_kazoo).await.map_err(|e| e.to_string())??;
+    let args = vec![OsString::from(KAZOO_SCRIPT)];
+    Ok(Launch::peer(python.into(), args, connect, path, contender_log(work, "kazoo")?))
+}
+
+fn contender_log(work: &Path, name: &str) -> Result<PathBuf, String> {
+    let logs = work.join("logs");
+    std::fs::create_dir_all(&logs).map_err(|e| format!("create {}: {e}", logs.display()))?;
+    Ok(logs.join(format!("{name}-contenders.stderr")))
 }
 
 /// Waits until the server shows `queued` more ephemeral nodes and watches than `base`. `false`

@@ -118,6 +118,12 @@ pub fn contended(section: &'static str, client: &'static str, sessions: usize, m
     record.set("max_holders", m.result["max_holders"].as_f64().unwrap_or(f64::NAN));
     // Requests are counted over warm-up and measurement, so per grant of both.
     record.requests(m.requests, total);
+    // Across processes only: from a holder's release to the next (waiting) holder's grant.
+    if m.result.get("handoff_us").is_some() {
+        let handoffs = samples(&m.result, "handoff_us");
+        record.set("handoffs", handoffs.len() as f64);
+        record.summary("handoff", Summary::of(&handoffs));
+    }
     record
 }
 
@@ -332,6 +338,28 @@ pub fn print_tables(records: &[Record]) {
          intervals overlapping on the wall clock)",
         &header,
         contended_rows("contended-processes"),
+    );
+    let header = ["W", "client", "hand-offs", "hand-off p50", "hand-off p99", "note"];
+    let rows = section("contended-processes")
+        .map(|r| {
+            if failed(r) {
+                return failed_row(r, header.len());
+            }
+            vec![
+                r.case.clone(),
+                r.client.to_owned(),
+                fmt(r.get("handoffs"), 0),
+                fmt(r.get("handoff_p50_us"), 0),
+                fmt(r.get("handoff_p99_us"), 0),
+                note(r),
+            ]
+        })
+        .collect();
+    print_table(
+        "hand-off across processes (same runs): holder's release begun (delete sent next) to the next, already \
+         waiting, holder's grant, in µs on the wall clock every process shares",
+        &header,
+        rows,
     );
 
     let header = ["N", "client", "completed", "drain ms", "hand-offs/s", "req/hand-off", "violations", "note"];
