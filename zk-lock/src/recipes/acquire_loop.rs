@@ -33,7 +33,9 @@ pub(crate) async fn acquire<A: Attempt>(
     loop {
         let session = session_within(client, deadline, path, started).await?;
         let mut attempt = start(session.clone(), deadline.may_wait());
-        let failed = match deadline.limit(while_usable(&session, attempt.run())).await {
+        // Boxed once: every wrapper around a future by value would hold it inline again.
+        let run = Box::pin(attempt.run());
+        let failed = match deadline.limit(while_usable(&session, run)).await {
             Some(Ok(())) => return Ok(attempt.grant()),
             Some(Err(failed)) => Some(failed),
             None => None,
@@ -45,7 +47,7 @@ pub(crate) async fn acquire<A: Attempt>(
             renewal(client, &session).await?;
             continue;
         }
-        session.unless_terminated(attempt.remove()).await;
+        session.unless_terminated(Box::pin(attempt.remove())).await;
         if let Some(error) = give_up(failed, path, started) {
             return Err(error);
         }

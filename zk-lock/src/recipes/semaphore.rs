@@ -274,7 +274,8 @@ impl Semaphore {
         trace::acquisition(recipe, path, async {
             let acls = client.node_acls();
             let start = |session, may_wait| LeaseAttempt::new(session, &spec, acls, limit.clone(), may_wait);
-            let granted = acquire_loop::acquire(client, path, patience, start).await?;
+            // Boxed: the span around it would otherwise hold the loop's future a second time.
+            let granted = Box::pin(acquire_loop::acquire(client, path, patience, start)).await?;
             let holds = granted
                 .leases
                 .into_iter()

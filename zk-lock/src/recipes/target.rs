@@ -59,7 +59,8 @@ impl LockTarget {
         trace::acquisition(recipe, &self.path, async {
             let acls = client.node_acls();
             let start = |session, may_wait| LockAttempt::new(session, &spec, acls, may_wait);
-            let grant = acquire_loop::acquire(client, &self.path, patience, start).await?;
+            // Boxed: the span around it would otherwise hold the loop's future a second time.
+            let grant = Box::pin(acquire_loop::acquire(client, &self.path, patience, start)).await?;
             Ok(HeldNode::new(client.holds(), recipe, key, &self.path, grant))
         })
         .await
