@@ -3,7 +3,6 @@
 //! `bench/java/CuratorBench.java`.
 
 use std::ffi::OsString;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -14,23 +13,13 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::time::{timeout_at, Instant};
 
+use zk_lock::testing::{compile_curator_program, JavaProgram};
+
 use crate::contender::Launch;
 use crate::stats::{Counters, Requests};
 
 const JAVA_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/java/CuratorBench.java");
 const KAZOO_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/kazoo_bench.py");
-
-/// Jars from `/usr/share/java` (Debian `libcurator-recipes-java`, `zookeeper`); their manifests
-/// pull in the rest. The same list as the interop tests' peer.
-const CURATOR_JARS: &[&str] = &[
-    "curator-recipes.jar",
-    "curator-framework.jar",
-    "curator-client.jar",
-    "zookeeper.jar",
-    "zookeeper-jute.jar",
-    "guava.jar",
-    "slf4j-api.jar",
-];
 
 /// A long-running server JVM: the default (tiered C2) compiler, a fixed heap limit, the serial
 /// collector so that GC threads do not compete for the two cores, and small thread stacks for
@@ -106,11 +95,9 @@ pub fn samples(result: &Value, key: &str) -> Vec<f64> {
 impl Peer {
     /// Compiles (once per source version) and starts the Curator peer.
     pub async fn curator(connect: &str, work: &Path) -> Result<Peer, String> {
-        let dir = work.to_owned();
-        let classes = tokio::task::spawn_blocking(move || compile_curator(&dir)).await.map_err(|e| e.to_string())??;
-        let classpath = format!("{}:{}", classes.display(), curator_classpath()?);
-        let mut command = Command::new(jdk_tool("java"));
-        command.args(JVM_FLAGS).arg("-cp").arg(classpath).arg("CuratorBench").arg(connect);
+        let peer = curator_peer(work).await?;
+        let mut command = Command::new(&peer.java);
+        command.args(JVM_FLAGS).arg("-cp").arg(&peer.classpath).arg(&peer.main_class).arg(connect);
         Peer::start("curator", command, work).await
     }
 
@@ -249,12 +236,10 @@ impl Peer {
 /// How to start one Curator contender JVM of the `contended-processes` row (compiling the peer
 /// once); their stderr goes to `<work>/logs/curator-contenders.stderr`.
 pub async fn curator_contender(connect: &str, path: &str, work: &Path) -> Result<Launch, String> {
-    let dir = work.to_owned();
-    let classes = tokio::task::spawn_blocking(move || compile_curator(&dir)).await.map_err(|e| e.to_string())??;
-    let classpath = format!("{}:{}", classes.display(), curator_classpath()?);
+    let peer = curator_peer(work).await?;
     let mut args: Vec<OsString> = CONTENDER_JVM_FLAGS.iter().map(OsString::from).collect();
-    args.extend(["-cp".into(), classpath.into(), "CuratorBench".into()]);
-    Ok(Launch::peer(jdk_tool("java"), args, connect, path, contender_log(work, "curator")?))
+    args.extend(["-cp".into(), peer.classpath, peer.main_class.into()]);
+    Ok(Launch::peer(peer.java, args, connect, path, contender_log(work, "curator")?))
 }
 
 /// How to start one kazoo contender interpreter of the `contended-processes` row; their stderr
@@ -289,73 +274,11 @@ pub async fn wait_queued(server: SocketAddr, base: &Counters, queued: Queued) ->
     }
 }
 
-/// Classpath with Curator 5.4 and ZooKeeper 3.8: `$CURATOR_CLASSPATH`, else the Debian jars.
-fn curator_classpath() -> Result<String, String> {
-    if let Some(classpath) = std::env::var("CURATOR_CLASSPATH").ok().filter(|c| !c.is_empty()) {
-        return Ok(classpath);
-    }
-    let dir = Path::new("/usr/share/java");
-    let missing: Vec<_> = CURATOR_JARS.iter().filter(|jar| !dir.join(jar).is_file()).collect();
-    if !missing.is_empty() {
-        return Err(format!(
-            "missing {missing:?} in {}: install `libcurator-recipes-java` and `zookeeper` \
-             (scripts/install-deps), or set CURATOR_CLASSPATH",
-            dir.display()
-        ));
-    }
-    let mut jars: Vec<String> = CURATOR_JARS.iter().map(|jar| format!("{}/{jar}", dir.display())).collect();
-    if dir.join("slf4j-nop.jar").is_file() {
-        jars.push(format!("{}/slf4j-nop.jar", dir.display()));
-    }
-    Ok(jars.join(":"))
-}
-
-/// `java` or `javac` from `PATH`, else from `$JAVA_HOME/bin`.
-fn jdk_tool(name: &str) -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let home = std::env::var_os("JAVA_HOME").filter(|h| !h.is_empty()).map(|h| Path::new(&h).join("bin"));
-    std::env::split_paths(&path)
-        .chain(home)
-        .map(|dir| dir.join(name))
-        .find(|tool| tool.is_file())
-        .unwrap_or_else(|| name.into())
-}
-
-/// Compiles the peer into `<work>/java/<hash of source and classpath>` unless already there.
-fn compile_curator(work: &Path) -> Result<PathBuf, String> {
-    let source = std::fs::read(JAVA_SOURCE).map_err(|e| format!("read {JAVA_SOURCE}: {e}"))?;
-    let classpath = curator_classpath()?;
-    let mut hasher = DefaultHasher::new();
-    (&source, &classpath).hash(&mut hasher);
-    let classes = work.join("java").join(format!("{:016x}", hasher.finish()));
-    if classes.join("CuratorBench.class").is_file() {
-        return Ok(classes);
-    }
-    let staging = work.join("java").join(format!("staging-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&staging);
-    std::fs::create_dir_all(&staging).map_err(|e| format!("create {}: {e}", staging.display()))?;
-    let output = std::process::Command::new(jdk_tool("javac"))
-        .args(["-Xlint:all,-path", "-encoding", "UTF-8", "-d"])
-        .arg(&staging)
-        .arg("-cp")
-        .arg(&classpath)
-        .arg(JAVA_SOURCE)
-        .output()
-        .map_err(|e| format!("cannot run javac (install a JDK, see scripts/install-deps): {e}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "javac {JAVA_SOURCE} failed:\n{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
-    if std::fs::rename(&staging, &classes).is_err() {
-        let _ = std::fs::remove_dir_all(&staging);
-        if !classes.join("CuratorBench.class").is_file() {
-            return Err(format!("cannot move the compiled peer into {}", classes.display()));
-        }
-    }
-    Ok(classes)
+/// The Curator peer, compiled into `<work>/java` (once per version of its source).
+async fn curator_peer(work: &Path) -> Result<JavaProgram, String> {
+    let out = work.join("java");
+    let compile = move || compile_curator_program(Path::new(JAVA_SOURCE), &out).map_err(|e| e.to_string());
+    tokio::task::spawn_blocking(compile).await.map_err(|e| e.to_string())?
 }
 
 /// `$KAZOO_PYTHON`, else Debian's `/usr/bin/python3` (where `python3-kazoo` lives, even when

@@ -216,16 +216,35 @@ fn failed_row(record: &Record, columns: usize) -> Vec<String> {
     row
 }
 
+/// The rows of one table: each record's case and client, its `cells`, its note; a failed record's
+/// row says why instead.
+fn table_rows<'a>(
+    records: impl Iterator<Item = &'a Record>,
+    header: &[&str],
+    cells: impl Fn(&Record) -> Vec<String>,
+) -> Vec<Vec<String>> {
+    records
+        .map(|r| {
+            if r.metrics.is_empty() {
+                return failed_row(r, header.len());
+            }
+            let mut row = vec![r.case.clone(), r.client.to_owned()];
+            row.extend(cells(r));
+            row.push(note(r));
+            row
+        })
+        .collect()
+}
+
 fn note(record: &Record) -> String {
     record.note.clone().unwrap_or_default()
 }
 
 pub fn print_tables(records: &[Record]) {
     let section = |name: &'static str| records.iter().filter(move |r| r.section == name);
-    let failed = |r: &Record| r.metrics.is_empty();
 
     let header = [
-        "",
+        "case",
         "client",
         "n",
         "create p50",
@@ -239,28 +258,20 @@ pub fn print_tables(records: &[Record]) {
         "req/iter",
         "note",
     ];
-    let rows = section("floor")
-        .map(|r| {
-            if failed(r) {
-                return failed_row(r, header.len());
-            }
-            vec![
-                String::new(),
-                r.client.to_owned(),
-                fmt(r.get("n"), 0),
-                fmt(r.get("create_p50_us"), 0),
-                fmt(r.get("create_p99_us"), 0),
-                fmt(r.get("delete_p50_us"), 0),
-                fmt(r.get("create_delete_p50_us"), 0),
-                fmt(r.get("list_p50_us"), 0),
-                fmt(r.get("list_p99_us"), 0),
-                fmt(r.get("create_list_pipelined_p50_us"), 0),
-                fmt(r.get("watch_delete_pipelined_p50_us"), 0),
-                fmt_requests(r),
-                note(r),
-            ]
-        })
-        .collect();
+    let rows = table_rows(section("floor"), &header, |r| {
+        vec![
+            fmt(r.get("n"), 0),
+            fmt(r.get("create_p50_us"), 0),
+            fmt(r.get("create_p99_us"), 0),
+            fmt(r.get("delete_p50_us"), 0),
+            fmt(r.get("create_delete_p50_us"), 0),
+            fmt(r.get("list_p50_us"), 0),
+            fmt(r.get("list_p99_us"), 0),
+            fmt(r.get("create_list_pipelined_p50_us"), 0),
+            fmt(r.get("watch_delete_pipelined_p50_us"), 0),
+            fmt_requests(r),
+        ]
+    });
     print_table("floor: raw requests on one session (latency in µs; req/iter = create + delete + list)", &header, rows);
 
     let header = [
@@ -275,25 +286,17 @@ pub fn print_tables(records: &[Record]) {
         "req/cycle",
         "note",
     ];
-    let rows = section("uncontended")
-        .map(|r| {
-            if failed(r) {
-                return failed_row(r, header.len());
-            }
-            vec![
-                r.case.clone(),
-                r.client.to_owned(),
-                fmt(r.get("n"), 0),
-                fmt(r.get("acquire_p50_us"), 0),
-                fmt(r.get("acquire_p99_us"), 0),
-                fmt(r.get("cycle_p50_us"), 0),
-                fmt(r.get("cycle_p99_us"), 0),
-                fmt(r.get("ops_per_s"), 0),
-                fmt_requests(r),
-                note(r),
-            ]
-        })
-        .collect();
+    let rows = table_rows(section("uncontended"), &header, |r| {
+        vec![
+            fmt(r.get("n"), 0),
+            fmt(r.get("acquire_p50_us"), 0),
+            fmt(r.get("acquire_p99_us"), 0),
+            fmt(r.get("cycle_p50_us"), 0),
+            fmt(r.get("cycle_p99_us"), 0),
+            fmt(r.get("ops_per_s"), 0),
+            fmt_requests(r),
+        ]
+    });
     print_table(
         "uncontended: acquire + release on one session, nobody else around (latency in µs; req = server packets)",
         &header,
@@ -303,25 +306,17 @@ pub fn print_tables(records: &[Record]) {
     let header =
         ["W", "client", "locks/s", "wait p50", "wait p99", "grants", "req/grant", "violations", "max holders", "note"];
     let contended_rows = |name| -> Vec<Vec<String>> {
-        section(name)
-            .map(|r| {
-                if failed(r) {
-                    return failed_row(r, header.len());
-                }
-                vec![
-                    r.case.clone(),
-                    r.client.to_owned(),
-                    fmt(r.get("locks_per_s"), 0),
-                    fmt(r.get("wait_p50_us"), 0),
-                    fmt(r.get("wait_p99_us"), 0),
-                    fmt(r.get("grants"), 0),
-                    fmt_requests(r),
-                    fmt(r.get("violations"), 0),
-                    fmt(r.get("max_holders"), 0),
-                    note(r),
-                ]
-            })
-            .collect()
+        table_rows(section(name), &header, |r| {
+            vec![
+                fmt(r.get("locks_per_s"), 0),
+                fmt(r.get("wait_p50_us"), 0),
+                fmt(r.get("wait_p99_us"), 0),
+                fmt(r.get("grants"), 0),
+                fmt_requests(r),
+                fmt(r.get("violations"), 0),
+                fmt(r.get("max_holders"), 0),
+            ]
+        })
     };
     print_table(
         "contended mutex: W sessions loop on one path, zero hold time (wait in µs; req counted over warm-up too)",
@@ -340,21 +335,9 @@ pub fn print_tables(records: &[Record]) {
         contended_rows("contended-processes"),
     );
     let header = ["W", "client", "hand-offs", "hand-off p50", "hand-off p99", "note"];
-    let rows = section("contended-processes")
-        .map(|r| {
-            if failed(r) {
-                return failed_row(r, header.len());
-            }
-            vec![
-                r.case.clone(),
-                r.client.to_owned(),
-                fmt(r.get("handoffs"), 0),
-                fmt(r.get("handoff_p50_us"), 0),
-                fmt(r.get("handoff_p99_us"), 0),
-                note(r),
-            ]
-        })
-        .collect();
+    let rows = table_rows(section("contended-processes"), &header, |r| {
+        vec![fmt(r.get("handoffs"), 0), fmt(r.get("handoff_p50_us"), 0), fmt(r.get("handoff_p99_us"), 0)]
+    });
     print_table(
         "hand-off across processes (same runs): holder's release begun (delete sent next) to the next, already \
          waiting, holder's grant, in µs on the wall clock every process shares",
@@ -363,41 +346,21 @@ pub fn print_tables(records: &[Record]) {
     );
 
     let header = ["N", "client", "completed", "drain ms", "hand-offs/s", "req/hand-off", "violations", "note"];
-    let rows = section("drain")
-        .map(|r| {
-            if failed(r) {
-                return failed_row(r, header.len());
-            }
-            vec![
-                r.case.clone(),
-                r.client.to_owned(),
-                fmt(r.get("completed"), 0),
-                fmt(r.get("drain_ms"), 1),
-                fmt(r.get("handoffs_per_s"), 0),
-                fmt_requests(r),
-                fmt(r.get("violations"), 0),
-                note(r),
-            ]
-        })
-        .collect();
+    let rows = table_rows(section("drain"), &header, |r| {
+        vec![
+            fmt(r.get("completed"), 0),
+            fmt(r.get("drain_ms"), 1),
+            fmt(r.get("handoffs_per_s"), 0),
+            fmt_requests(r),
+            fmt(r.get("violations"), 0),
+        ]
+    });
     print_table("queue drain: N waiters queued on one session, then released one after the other", &header, rows);
 
     let header = ["case", "client", "count", "bytes each", "setup s", "note"];
-    let rows = section("memory")
-        .map(|r| {
-            if failed(r) {
-                return failed_row(r, header.len());
-            }
-            vec![
-                r.case.clone(),
-                r.client.to_owned(),
-                fmt(r.get("count"), 0),
-                fmt(r.get("bytes_each"), 0),
-                fmt(r.get("setup_s"), 1),
-                note(r),
-            ]
-        })
-        .collect();
+    let rows = table_rows(section("memory"), &header, |r| {
+        vec![fmt(r.get("count"), 0), fmt(r.get("bytes_each"), 0), fmt(r.get("setup_s"), 1)]
+    });
     print_table(
         "memory: bytes this process holds per waiting acquisition / per held guard (counting allocator)",
         &header,

@@ -4,7 +4,6 @@
 //! the peer prints `ready` once connected, waits for `go`, then runs its command (see the Java
 //! source for the commands and what they print).
 
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,110 +13,21 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::time::{timeout, timeout_at, Instant};
+use zk_lock::testing::{compile_curator_program, JavaProgram};
 
 const PEER_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/java/CuratorPeer.java");
-
-/// Jars the peer needs from `/usr/share/java`; the Debian manifests pull in the rest.
-const CURATOR_JARS: &[&str] = &[
-    "curator-recipes.jar",
-    "curator-framework.jar",
-    "curator-client.jar",
-    "zookeeper.jar",
-    "zookeeper-jute.jar",
-    "guava.jar",
-    "slf4j-api.jar",
-];
-
-/// Java's `File.pathSeparator`.
-const CLASSPATH_SEPARATOR: &str = if cfg!(windows) { ";" } else { ":" };
 
 /// How long a peer may take to print an expected line or to exit. Generous because several
 /// JVMs may start at once on a loaded CI machine.
 const PEER_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Classpath holding Curator 5.4, ZooKeeper 3.8 and their dependencies.
-///
-/// A non-empty `CURATOR_CLASSPATH` overrides it verbatim; otherwise the Debian jars in `/usr/share/java`
-/// are used, with `slf4j-nop` when present so the peers stay quiet.
-pub fn curator_classpath() -> String {
-    if let Some(classpath) = std::env::var("CURATOR_CLASSPATH").ok().filter(|classpath| !classpath.is_empty()) {
-        return classpath;
-    }
-    let dir = Path::new("/usr/share/java");
-    let missing: Vec<_> = CURATOR_JARS.iter().filter(|jar| !dir.join(jar).is_file()).collect();
-    assert!(
-        missing.is_empty(),
-        "missing {missing:?} in {dir:?}: install the Debian packages `libcurator-recipes-java` \
-         and `zookeeper` (see scripts/install-deps), or set CURATOR_CLASSPATH"
-    );
-    let mut jars: Vec<String> = CURATOR_JARS.iter().map(|jar| format!("{}/{jar}", dir.display())).collect();
-    if dir.join("slf4j-nop.jar").is_file() {
-        jars.push(format!("{}/slf4j-nop.jar", dir.display()));
-    }
-    jars.join(CLASSPATH_SEPARATOR)
-}
-
-/// `java` or `javac` from `PATH`, else from `$JAVA_HOME/bin` (the order `zk_lock::testing` uses
-/// for the servers); the bare name when neither has it, so spawning reports it missing.
-fn jdk_tool(name: &str) -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let in_home =
-        std::env::var_os("JAVA_HOME").filter(|home| !home.is_empty()).map(|home| Path::new(&home).join("bin"));
-    std::env::split_paths(&path)
-        .chain(in_home)
-        .map(|dir| dir.join(name))
-        .find(|tool| tool.is_file())
-        .unwrap_or_else(|| name.into())
-}
-
-/// Compiles `CuratorPeer.java` (once per process) and returns the directory holding its classes.
-///
-/// The output directory is named after a hash of the source and classpath, so an unchanged peer
-/// is never recompiled, an edited one always is (mtimes are unreliable after a checkout), and
-/// test binaries running in parallel never write into a directory another one is reading.
-pub fn compiled_peer() -> PathBuf {
-    static CLASSES: OnceLock<PathBuf> = OnceLock::new();
-    CLASSES.get_or_init(compile_peer).clone()
-}
-
-fn compile_peer() -> PathBuf {
-    let source = std::fs::read(PEER_SOURCE).unwrap_or_else(|e| panic!("read {PEER_SOURCE}: {e}"));
-    let classpath = curator_classpath();
-    let mut hasher = DefaultHasher::new();
-    (&source, &classpath).hash(&mut hasher);
-    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("java-peer");
-    let classes = root.join(format!("{:016x}", hasher.finish()));
-    if classes.join("CuratorPeer.class").is_file() {
-        return classes;
-    }
-
-    // Compile next to the final directory, then rename: the rename is atomic, so nobody
-    // sees a half-written class directory.
-    let staging = root.join(format!("staging-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&staging);
-    std::fs::create_dir_all(&staging).expect("create javac output directory");
-    let output = std::process::Command::new(jdk_tool("javac"))
-        // `-path` because the Debian manifests name optional jars that may not be installed.
-        .args(["-Xlint:all,-path", "-encoding", "UTF-8", "-d"])
-        .arg(&staging)
-        .arg("-cp")
-        .arg(&classpath)
-        .arg(PEER_SOURCE)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run javac (install a JDK or set JAVA_HOME, see scripts/install-deps): {e}"));
-    assert!(
-        output.status.success(),
-        "javac {PEER_SOURCE} failed ({}):\n{}{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-    );
-    if std::fs::rename(&staging, &classes).is_err() {
-        // Another test binary won the race with identical classes.
-        let _ = std::fs::remove_dir_all(&staging);
-        assert!(classes.join("CuratorPeer.class").is_file(), "cannot move compiled peer into {classes:?}");
-    }
-    classes
+/// `CuratorPeer.java`, compiled once per process (and once per version of its source).
+fn compiled_peer() -> &'static JavaProgram {
+    static PEER: OnceLock<JavaProgram> = OnceLock::new();
+    PEER.get_or_init(|| {
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("java-peer");
+        compile_curator_program(Path::new(PEER_SOURCE), &out).unwrap_or_else(|e| panic!("{e}"))
+    })
 }
 
 /// A running `CuratorPeer` JVM, killed when dropped.
@@ -141,18 +51,18 @@ impl JavaPeer {
     /// The peer connects, prints `ready`, then waits for [`send`](Self::send)`("go")`.
     pub fn spawn(connect_string: &str, args: &[&str]) -> JavaPeer {
         static SPAWNED: AtomicUsize = AtomicUsize::new(0);
-        let classpath = format!("{}{CLASSPATH_SEPARATOR}{}", compiled_peer().display(), curator_classpath());
+        let peer = compiled_peer();
         let logs = Path::new(env!("CARGO_TARGET_TMPDIR")).join("java-peer/logs");
         std::fs::create_dir_all(&logs).expect("create peer log directory");
         let stderr_file =
             logs.join(format!("{}-{}.stderr", std::process::id(), SPAWNED.fetch_add(1, Ordering::Relaxed)));
         let stderr = std::fs::File::create(&stderr_file).expect("create peer stderr file");
 
-        let mut child = Command::new(jdk_tool("java"))
+        let mut child = Command::new(&peer.java)
             // Short-lived JVMs: C1 only and the serial GC start faster and use less memory.
             .args(["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx256m", "-cp"])
-            .arg(classpath)
-            .arg("CuratorPeer")
+            .arg(&peer.classpath)
+            .arg(&peer.main_class)
             .arg(connect_string)
             .args(args)
             .stdin(Stdio::piped())

@@ -41,8 +41,13 @@ impl JavaSetup {
 ///
 /// [`TestingError::JavaNotFound`] when neither holds an executable `java`.
 pub fn find_java(path: Option<&OsStr>, java_home: Option<&OsStr>) -> Result<PathBuf> {
-    let on_path = path.into_iter().flat_map(env::split_paths).map(|dir| dir.join("java"));
-    let in_home = java_home.filter(|home| !home.is_empty()).map(|home| Path::new(home).join("bin").join("java"));
+    find_jdk_tool("java", path, java_home)
+}
+
+/// Finds the JDK tool `name` (`java`, `javac`) as [`find_java`] finds `java`.
+pub(super) fn find_jdk_tool(name: &str, path: Option<&OsStr>, java_home: Option<&OsStr>) -> Result<PathBuf> {
+    let on_path = path.into_iter().flat_map(env::split_paths).map(|dir| dir.join(name));
+    let in_home = java_home.filter(|home| !home.is_empty()).map(|home| Path::new(home).join("bin").join(name));
     on_path.chain(in_home).find(|candidate| is_executable(candidate)).ok_or(TestingError::JavaNotFound)
 }
 

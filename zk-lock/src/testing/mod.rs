@@ -79,6 +79,7 @@ mod children;
 mod cluster;
 mod config;
 mod counters;
+mod curator;
 mod four_letter;
 mod java;
 mod ports;
@@ -93,6 +94,7 @@ pub use audit::{audit, Audit, Orphan};
 pub use children::{children, wait_for_children, wait_for_children_within, CHILDREN_TIMEOUT};
 pub use cluster::TestingCluster;
 pub use counters::{server_counters, ServerCounters};
+pub use curator::{compile_curator_program, curator_classpath, JavaProgram};
 pub use four_letter::four_letter_word;
 pub use java::{find_java, zookeeper_classpath, JavaSetup};
 pub use proxy::{Direction, Proxy};
@@ -150,6 +152,26 @@ pub enum TestingError {
     ZookeeperNotFound {
         /// The classpath entries that do not exist.
         missing: String,
+    },
+
+    /// The Apache Curator jars were not found.
+    #[error(
+        "cannot find the apache curator jars ({missing}); install them \
+         (Debian: `apt-get install libcurator-recipes-java zookeeper`, or run the repository's \
+         `scripts/install-deps`) or set CURATOR_CLASSPATH"
+    )]
+    CuratorNotFound {
+        /// What is missing.
+        missing: String,
+    },
+
+    /// `javac` refused a Java program.
+    #[error("javac could not compile {}:\n{output}", file.display())]
+    JavaCompile {
+        /// The source file.
+        file: PathBuf,
+        /// What javac printed.
+        output: String,
     },
 
     /// A file system or process operation failed.
