@@ -9,7 +9,7 @@ use super::config::ClientConfig;
 #[cfg(feature = "tls")]
 use super::config::TlsConfig;
 use super::connect::open_session;
-use super::{Client, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
+use super::Client;
 #[cfg(doc)]
 use crate::error::Error;
 use crate::error::Result;
@@ -48,18 +48,7 @@ impl fmt::Debug for ClientBuilder {
 impl ClientBuilder {
     /// A builder for `connect_string` with default settings.
     pub fn new(connect_string: impl Into<String>) -> Self {
-        let config = ClientConfig {
-            connect_string: connect_string.into(),
-            session_timeout: DEFAULT_SESSION_TIMEOUT,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            namespace: None,
-            default_timeout: None,
-            auth: Vec::new(),
-            acl: None,
-            #[cfg(feature = "tls")]
-            tls: None,
-            renewable: true,
-        };
+        let config = ClientConfig::new(connect_string.into());
         Self { config }
     }
 

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use zookeeper_client::Acl;
 
+use super::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
+
 #[derive(Clone)]
 pub(super) struct ClientConfig {
     pub(super) connect_string: String,
@@ -21,6 +23,22 @@ pub(super) struct ClientConfig {
 }
 
 impl ClientConfig {
+    /// The defaults for `connect_string`.
+    pub(super) fn new(connect_string: String) -> Self {
+        ClientConfig {
+            connect_string,
+            session_timeout: DEFAULT_SESSION_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            namespace: None,
+            default_timeout: None,
+            auth: Vec::new(),
+            acl: None,
+            #[cfg(feature = "tls")]
+            tls: None,
+            renewable: true,
+        }
+    }
+
     /// What to check when no session comes up: a TLS handshake that fails looks the same.
     pub(super) fn unreachable_hint(&self) -> &'static str {
         #[cfg(feature = "tls")]

@@ -64,16 +64,9 @@ impl Client {
     /// expires: acquisitions then fail with [`Error::Zookeeper`].
     pub fn from_zookeeper(zk: zookeeper_client::Client) -> Self {
         let config = ClientConfig {
-            connect_string: String::new(),
             session_timeout: zk.session_timeout(),
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            namespace: None,
-            default_timeout: None,
-            auth: Vec::new(),
-            acl: None,
-            #[cfg(feature = "tls")]
-            tls: None,
             renewable: false,
+            ..ClientConfig::new(String::new())
         };
         // No connect string to reach the session again: it is reported lost, never retired.
         Self::with_session(config, Session::new(zk, None))
