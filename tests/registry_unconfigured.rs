@@ -19,10 +19,12 @@ fn default_port_is_free() -> bool {
 async fn an_unconfigured_default_client_says_how_to_configure_it_in_bounded_time() {
     std::env::remove_var(CONNECT_ENV);
 
-    // A bad path is refused before the default client would have to connect.
+    // A bad path is refused before the default client would have to connect, whatever its fault.
     let started = Instant::now();
-    let bad = Mutex::new("/it-unconfigured//orders").try_lock().await;
-    assert!(matches!(bad, Err(Error::InvalidPath { .. })), "{bad:?}");
+    for path in ["", "relative", "/it-unconfigured//orders", "/it-unconfigured/nul\0", "/it-unconfigured/orders/"] {
+        let bad = Mutex::new(path).try_lock().await;
+        assert!(matches!(&bad, Err(Error::InvalidPath { path: p, .. }) if p == path), "{path:?}: {bad:?}");
+    }
     // So is a semaphore that could never grant a lease, and a bad semaphore mutex path.
     let none = Semaphore::new("/it-unconfigured/slots", 0).acquire().await;
     assert!(matches!(none, Err(Error::InvalidArgument { .. })), "{none:?}");

@@ -151,7 +151,8 @@ async fn every_recipe_refuses_bad_paths_before_any_request() {
             RwLock::with_client(&client, path).try_read().await.map(drop),
             Semaphore::with_client(&client, path, 2).try_acquire().await.map(drop),
             SharedCount::with_client(&client, path, 1).start().await,
-            // Without a client: refused before the registry's default would have to connect.
+            // Without a client (that it is refused before any default client is looked up is
+            // checked where none is installed: tests/registry_unconfigured.rs).
             Mutex::new(path).try_lock().await.map(drop),
         ];
         for outcome in outcomes {

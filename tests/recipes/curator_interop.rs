@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use zk_lock::testing::wait_for_children;
 use zk_lock::{Error, Mutex};
 
-use crate::support::java_peer::{curator_sequence, read_counter, JavaPeer};
+use crate::support::java_peer::{curator_sequence, held_node, read_counter, JavaPeer};
 use crate::support::{new_client, node_name, scratch_dir, server, unique_name};
 
 /// Bound of a single acquisition: generous, because JVMs start slowly on a loaded machine.
@@ -110,7 +110,7 @@ async fn rust_waits_while_curator_holds_and_gets_the_lock_after_its_release() {
     peer.expect_line("ready").await;
     peer.send("go").await;
     let held = peer.expect_line("held ").await;
-    let java_node = held.strip_prefix("held ").expect("prefix checked").to_owned();
+    let java_node = held_node(&held);
     let java_sequence = curator_sequence(&java_node, "lock-");
     assert_eq!(
         wait_for_children(&client, &path, |children| !children.is_empty()).await.unwrap(),

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use zk_lock::testing::{children, wait_for_children};
-use zk_lock::{MultiLock, MultiMember, Mutex, RwLock};
+use zk_lock::{Error, MultiLock, MultiMember, Mutex, RwLock};
 
 use crate::scenarios;
 use crate::support::new_client;
@@ -57,6 +57,19 @@ async fn busy_and_timeouts_leave_only_the_holders_nodes() {
         Duration::from_millis(300),
     )
     .await;
+}
+
+/// The same with a plain mutex as the holder: a multi-lock's members are ordinary mutexes.
+#[tokio::test]
+async fn a_member_held_by_a_plain_mutex_leaves_nothing_taken() {
+    let (a, b) = (format!("{PATH}/plain-holder/a"), format!("{PATH}/plain-holder/b"));
+    let (holder, client) = (new_client().await, new_client().await);
+    let held_b = Mutex::with_client(&holder, &b).lock().await.unwrap();
+    let lock = MultiLock::with_client(&client, [a.clone(), b.clone()]);
+    assert!(matches!(lock.try_lock().await, Err(Error::Busy { path }) if path == b));
+    assert!(children(&client, &a).await.unwrap().is_empty(), "a was released again");
+    held_b.release().await.unwrap();
+    lock.try_lock().await.expect("both free now").release().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,7 +18,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zk_lock::testing::{audit, children, wait_for_children, Direction, Proxy, TestingServer};
+use zk_lock::testing::{audit, wait_for_children, wait_for_children_within, Direction, Proxy, TestingServer};
 use zk_lock::{Client, Error, LostReason, Mutex, MutexGuard, RwLock, Semaphore, SemaphorePermit, WriteGuard};
 
 use crate::support::{new_client, server, PATIENCE};
@@ -165,18 +165,10 @@ async fn until_retiring(client: &Client, root: &str) {
     .await;
 }
 
-/// Waits until no node is left in `queue`; returns how long it took.
+/// Waits (watching) until no node is left in `queue`; returns how long it took.
 async fn queue_empties(observer: &Client, queue: &str, within: Duration) -> Duration {
     let started = Instant::now();
-    poll_until(within, || async move {
-        let left = children(observer, queue).await.unwrap();
-        if left.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("{queue} still holds {left:?}"))
-        }
-    })
-    .await;
+    wait_for_children_within(observer, queue, within, |left| left.is_empty()).await.unwrap_or_else(|e| panic!("{e}"));
     started.elapsed()
 }
 

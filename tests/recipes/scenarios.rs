@@ -150,6 +150,12 @@ pub async fn busy_and_timeouts_leave_only_the_holders_nodes<R: Exclusive>(path: 
     let contender = R::new(&contender_client, path);
     let contended = R::contended(path);
     let holders_nodes: Vec<String> = held.iter().flat_map(Guard::node_paths).collect();
+    // Else the checks below would look at queues where none of the nodes are, and pass.
+    let queues = R::queues(path);
+    for node in &holders_nodes {
+        let parent = node.rsplit_once('/').map_or("", |(parent, _)| parent);
+        assert!(queues.iter().any(|queue| queue == parent), "{node} is in none of the queues {queues:?}");
+    }
     // Listed through the contender's own session: after its deletes.
     let only_the_holders_nodes_are_left = || async {
         for queue in R::queues(path) {

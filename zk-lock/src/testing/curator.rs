@@ -5,6 +5,7 @@ use std::env;
 use std::ffi::OsString;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::java::find_jdk_tool;
 use super::{Result, TestingError};
@@ -60,7 +61,7 @@ pub fn curator_classpath() -> Result<OsString> {
 ///
 /// The hash means an unchanged program is never compiled again and an edited one always is
 /// (modification times are unreliable after a checkout). The classes are compiled into a staging
-/// directory and renamed into place, so processes compiling at the same time never see a
+/// directory and renamed into place, so callers compiling at the same time never see a
 /// half-written directory.
 ///
 /// # Errors
@@ -77,7 +78,10 @@ pub fn compile_curator_program(source: &Path, out_root: &Path) -> Result<JavaPro
     let classes = out_root.join(format!("{:016x}", hasher.finish()));
     let class_file = classes.join(format!("{main_class}.class"));
     if !class_file.is_file() {
-        let staging = out_root.join(format!("staging-{}", std::process::id()));
+        // One staging directory per call: other processes, and other threads, may compile too.
+        static CALLS: AtomicUsize = AtomicUsize::new(0);
+        let call = CALLS.fetch_add(1, Ordering::Relaxed);
+        let staging = out_root.join(format!("staging-{}-{call}", std::process::id()));
         let _ = std::fs::remove_dir_all(&staging);
         std::fs::create_dir_all(&staging).map_err(io(format!("create {}", staging.display())))?;
         let javac = find_jdk_tool("javac", env::var_os("PATH").as_deref(), env::var_os("JAVA_HOME").as_deref())
