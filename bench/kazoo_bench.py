@@ -32,6 +32,7 @@ import time
 import traceback
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import LockTimeout
 
 SESSION_TIMEOUT_S = 60.0
 CONNECT_WAIT_S = 30.0
@@ -207,8 +208,11 @@ class Bench:
             try:
                 while clock() < end:
                     t0 = clock()
-                    # Bounded: a contender that waits well past the end gives up.
-                    if not lock.acquire(timeout=(end - t0) / 1e9 + 5.0):
+                    # Bounded: a contender that waits well past the end gives up (kazoo raises
+                    # LockTimeout rather than return False).
+                    try:
+                        lock.acquire(timeout=(end - t0) / 1e9 + 5.0)
+                    except LockTimeout:
                         break
                     t1 = clock()
                     with guard:
@@ -299,8 +303,6 @@ CONTENDER_WARM_CYCLES = 50
 
 def contender(hosts, path):
     """One contender of the contended-processes row (see the module's docstring)."""
-    from kazoo.exceptions import LockTimeout
-
     client = None
     try:
         client = connect(hosts)

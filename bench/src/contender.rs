@@ -267,31 +267,35 @@ fn overlaps(mut intervals: Vec<(f64, f64)>) -> (u64, usize) {
 }
 
 /// One grant as a contender process reports it, in wall-clock nanoseconds since the common
-/// base: when its lock call started (`None` from a worker that does not say), after the grant,
-/// before the release (the delete is sent right after).
+/// base: when its lock call started, after the grant, before the release (the delete is sent
+/// right after).
 #[derive(Debug, Clone, Copy)]
 struct Hold {
-    asked: Option<f64>,
+    asked: f64,
     granted: f64,
     released: f64,
 }
 
 /// Hand-off latencies across processes, in microseconds: from the moment the holder began its
 /// release (its delete is sent next) to the next holder's grant, for every grant inside
-/// `window` (nanoseconds since the base) whose lock call had started before that release began,
-/// so that the next holder was already waiting and the gap is a hand-off, not a fresh acquire.
+/// `window` (nanoseconds since the base) whose lock call had started before the hold *before*
+/// that one ended. Such a holder sat in the queue for a whole grant, so it was waiting, its
+/// watch set, when the release began: the gap is a hand-off. (Asking before the release itself
+/// is not enough: with zero hold time a holder asks again at once, and is still creating its
+/// node when the next release comes, a fresh acquire racing it.) Two contenders taking turns
+/// have no hand-offs by this rule.
 fn handoffs(mut holds: Vec<Hold>, window: (f64, f64)) -> Vec<f64> {
     holds.sort_by(|a, b| a.granted.total_cmp(&b.granted));
     holds
-        .windows(2)
-        .filter(|pair| {
-            let (previous, next) = (pair[0], pair[1]);
+        .windows(3)
+        .filter(|three| {
+            let (before, previous, next) = (three[0], three[1], three[2]);
             next.granted >= window.0
                 && next.granted < window.1
                 && next.granted >= previous.released
-                && next.asked.is_some_and(|asked| asked < previous.released)
+                && next.asked < before.released
         })
-        .map(|pair| ((pair[1].granted - pair[0].released) / 100.0).round() / 10.0)
+        .map(|three| ((three[2].granted - three[1].released) / 100.0).round() / 10.0)
         .collect()
 }
 
@@ -346,7 +350,14 @@ pub async fn contended(
         total += result["grants_total"].as_f64().unwrap_or(0.0);
         let held = samples(result, "held_ns");
         let asked = samples(result, "asked_ns");
-        for (pair, asked) in held.chunks_exact(2).zip(asked.into_iter().map(Some).chain(std::iter::repeat(None))) {
+        if held.len() != 2 * asked.len() {
+            return Err(format!(
+                "a contender reported {} held intervals but {} lock calls",
+                held.len() / 2,
+                asked.len()
+            ));
+        }
+        for (pair, asked) in held.chunks_exact(2).zip(asked) {
             intervals.push((pair[0], pair[1]));
             holds.push(Hold { asked, granted: pair[0], released: pair[1] });
         }
@@ -379,16 +390,18 @@ mod tests {
 
     #[test]
     fn handoffs_count_only_waiting_successors_inside_the_window() {
-        let hold = |asked, granted, released| Hold { asked: Some(asked), granted, released };
+        let hold = |asked, granted, released| Hold { asked, granted, released };
         let holds = vec![
             hold(0.0, 1_000.0, 2_000.0),
-            // Waiting since before the release at 2,000: a hand-off of 1.5 µs.
+            // Asked before the release at 2,000, but no hold before that one: not counted.
             hold(500.0, 3_500.0, 4_000.0),
-            // Asked after the release at 4,000: a fresh acquire, not a hand-off.
+            // Queued since before the hold ending at 2,000 ended: a hand-off of 1 µs from 4,000.
+            hold(1_500.0, 5_000.0, 5_500.0),
+            // Asked before the release at 5,500 but after the one at 4,000: racing, not waiting.
             hold(4_100.0, 9_000.0, 9_500.0),
-            // Outside the window.
-            hold(9_000.0, 20_000.0, 21_000.0),
+            // Queued long enough, but outside the window.
+            hold(4_200.0, 20_000.0, 21_000.0),
         ];
-        assert_eq!(handoffs(holds, (0.0, 10_000.0)), [1.5]);
+        assert_eq!(handoffs(holds, (0.0, 10_000.0)), [1.0]);
     }
 }

@@ -122,7 +122,10 @@ pub fn contended(section: &'static str, client: &'static str, sessions: usize, m
     if m.result.get("handoff_us").is_some() {
         let handoffs = samples(&m.result, "handoff_us");
         record.set("handoffs", handoffs.len() as f64);
-        record.summary("handoff", Summary::of(&handoffs));
+        // None: no percentiles to show (a summary of nothing would read 0 µs).
+        if !handoffs.is_empty() {
+            record.summary("handoff", Summary::of(&handoffs));
+        }
     }
     record
 }
