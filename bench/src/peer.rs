@@ -13,7 +13,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::time::{timeout_at, Instant};
 
-use zk_lock::testing::{compile_curator_program, JavaProgram};
+use zk_lock::testing::{compile_curator_program, python_with_kazoo, JavaProgram};
 
 use crate::contender::Launch;
 use crate::stats::{Counters, Requests};
@@ -103,7 +103,10 @@ impl Peer {
 
     /// Starts the kazoo peer with a python3 that can import kazoo.
     pub async fn kazoo(connect: &str, work: &Path) -> Result<Peer, String> {
-        let python = tokio::task::spawn_blocking(python_with_kazoo).await.map_err(|e| e.to_string())??;
+        let python = tokio::task::spawn_blocking(python_with_kazoo)
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
         let mut command = Command::new(python);
         command.arg(KAZOO_SCRIPT).arg(connect);
         Peer::start("kazoo", command, work).await
@@ -245,7 +248,8 @@ pub async fn curator_contender(connect: &str, path: &str, work: &Path) -> Result
 /// How to start one kazoo contender interpreter of the `contended-processes` row; their stderr
 /// goes to `<work>/logs/kazoo-contenders.stderr`.
 pub async fn kazoo_contender(connect: &str, path: &str, work: &Path) -> Result<Launch, String> {
-    let python = tokio::task::spawn_blocking(python_with_kazoo).await.map_err(|e| e.to_string())??;
+    let python =
+        tokio::task::spawn_blocking(python_with_kazoo).await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
     let args = vec![OsString::from(KAZOO_SCRIPT)];
     Ok(Launch::peer(python.into(), args, connect, path, contender_log(work, "kazoo")?))
 }
@@ -279,25 +283,6 @@ async fn curator_peer(work: &Path) -> Result<JavaProgram, String> {
     let out = work.join("java");
     let compile = move || compile_curator_program(Path::new(JAVA_SOURCE), &out).map_err(|e| e.to_string());
     tokio::task::spawn_blocking(compile).await.map_err(|e| e.to_string())?
-}
-
-/// `$KAZOO_PYTHON`, else Debian's `/usr/bin/python3` (where `python3-kazoo` lives, even when
-/// another python3 comes first in `PATH`), else `python3`: the first that can import kazoo.
-fn python_with_kazoo() -> Result<String, String> {
-    let candidates = std::env::var("KAZOO_PYTHON").into_iter().chain(["/usr/bin/python3".into(), "python3".into()]);
-    candidates
-        .into_iter()
-        .find(|python| {
-            std::process::Command::new(python)
-                .args(["-c", "import kazoo"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|status| status.success())
-        })
-        .ok_or_else(|| {
-            "no python3 can import kazoo: install `python3-kazoo` (scripts/install-deps) or set KAZOO_PYTHON".to_owned()
-        })
 }
 
 #[cfg(test)]

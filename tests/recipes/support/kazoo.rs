@@ -5,12 +5,13 @@
 //! decides how long it is held.
 
 use std::process::Stdio;
-use std::sync::OnceLock;
+
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::time::timeout;
+use zk_lock::testing::python_with_kazoo;
 
 const SCRIPT: &str = r#"
 import sys
@@ -53,7 +54,7 @@ impl KazooLock {
             Recipe::Lock => "lock",
             Recipe::ReadLock => "read",
         };
-        let mut child = Command::new(python_with_kazoo())
+        let mut child = Command::new(python_with_kazoo().unwrap_or_else(|e| panic!("{e}")))
             .args(["-c", SCRIPT, connect_string, path, recipe, identifier])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -85,23 +86,4 @@ impl KazooLock {
         let status = timeout(KAZOO_TIMEOUT, self.child.wait()).await.expect("kazoo exits").expect("wait for kazoo");
         assert!(status.success(), "kazoo script failed: {status}");
     }
-}
-
-/// A python3 that can import kazoo: `$KAZOO_PYTHON`, else Debian's `/usr/bin/python3` (where
-/// `python3-kazoo` installs it, even when another python3 comes first in `PATH`), else `python3`.
-fn python_with_kazoo() -> &'static str {
-    static PYTHON: OnceLock<String> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        let candidates = std::env::var("KAZOO_PYTHON").into_iter().chain(["/usr/bin/python3".into(), "python3".into()]);
-        candidates
-            .into_iter()
-            .find(|python| {
-                std::process::Command::new(python)
-                    .args(["-c", "import kazoo"])
-                    .stderr(Stdio::null())
-                    .status()
-                    .is_ok_and(|status| status.success())
-            })
-            .expect("no python3 can import kazoo: install the Debian package `python3-kazoo` (scripts/install-deps) or set KAZOO_PYTHON")
-    })
 }

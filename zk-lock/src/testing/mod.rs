@@ -82,6 +82,7 @@ mod counters;
 mod curator;
 mod four_letter;
 mod java;
+mod kazoo;
 mod ports;
 mod probe;
 mod process;
@@ -97,6 +98,7 @@ pub use counters::{server_counters, ServerCounters};
 pub use curator::{compile_curator_program, curator_classpath, JavaProgram};
 pub use four_letter::four_letter_word;
 pub use java::{find_java, zookeeper_classpath, JavaSetup};
+pub use kazoo::python_with_kazoo;
 pub use proxy::{Direction, Proxy};
 pub use server::TestingServer;
 pub use session::expire_session;
@@ -164,6 +166,13 @@ pub enum TestingError {
         /// What is missing.
         missing: String,
     },
+
+    /// No python3 can import kazoo.
+    #[error(
+        "no python3 can import kazoo; install it (Debian: `apt-get install python3-kazoo`, or run \
+         the repository's `scripts/install-deps`) or set KAZOO_PYTHON to a python that has it"
+    )]
+    KazooNotFound,
 
     /// `javac` refused a Java program.
     #[error("javac could not compile {}:\n{output}", file.display())]
