@@ -169,6 +169,28 @@ async fn deleting_the_node_loses_the_lock() {
     assert!(matches!(guard.release().await, Err(Error::Lost { reason: LostReason::NodeDeleted, .. })));
 }
 
+/// No watch is set on a held node: the session's heartbeat reads the held nodes every `T/9`, so
+/// a deletion by someone else is seen within that period and the read's round trip
+/// (docs/reliability.md states the bound).
+#[tokio::test]
+async fn a_deleted_node_is_seen_within_one_heartbeat_period() {
+    // A heartbeat every 500 ms.
+    let session_timeout = Duration::from_millis(4500);
+    let path = format!("{PATH}/deleted-bound");
+    let client = client_with_session_timeout(session_timeout).await;
+    let guard = Mutex::with_client(&client, &path).lock().await.unwrap();
+    let lost = guard.lost();
+    let other = new_client().await;
+    let deleted_at = tokio::time::Instant::now();
+    other.zookeeper().delete(guard.node_path(), None).await.unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(30), lost).await.expect("lost() resolves");
+    let told_after = deleted_at.elapsed();
+    assert_eq!(reason, LostReason::NodeDeleted);
+    // The bound, and room for a round trip and the scheduling of a busy 2-core machine.
+    let bound = session_timeout / 9 + Duration::from_millis(400);
+    assert!(told_after <= bound, "told {told_after:?} after the deletion; the bound is {bound:?}");
+}
+
 /// A waiter behind a node of its own session is told of that node's end by its owner, not by a
 /// watch of its own; these cover each way the owner learns it, and the one where it cannot tell.
 /// Every waiter here shares the owner's client (one session, as a process using the registry

@@ -14,11 +14,10 @@ fn packets_received(server: &TestingServer) -> u64 {
     counters(server).packets_received
 }
 
-/// Two writes (create, delete) and two reads (the listing sent with the create, and the watch on
-/// our own node that lets `lost()` see a deletion, sent without waiting for its reply). The
-/// watch must end by firing on our delete: a watch dropped earlier costs a fifth request.
+/// Two writes (create, delete) and one read (the listing sent with the create): no watch on our
+/// own node, which the session's heartbeat reads instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_uncontended_cycle_sends_four_requests() {
+async fn an_uncontended_cycle_sends_three_requests() {
     const CYCLES: u64 = 50;
     // A server of its own: the counter must see no other test's traffic.
     let server = TestingServer::start().expect("start server");
@@ -37,16 +36,16 @@ async fn an_uncontended_cycle_sends_four_requests() {
     let sent = packets_received(&server) - before;
     let per_cycle = sent as f64 / CYCLES as f64;
     eprintln!("{sent} requests in {CYCLES} cycles: {per_cycle:.2} per cycle");
-    // A ping or two may fall in the window; a fifth request per cycle may not.
-    assert!((4.0..4.2).contains(&per_cycle), "{per_cycle:.2} requests per cycle");
+    // A ping or two may fall in the window; a fourth request per cycle may not.
+    assert!((3.0..3.2).contains(&per_cycle), "{per_cycle:.2} requests per cycle");
 }
 
-/// Uncontended, a lease costs six requests in two round trips (acquire, release): the lock node
+/// Uncontended, a lease costs five requests in two round trips (acquire, release): the lock node
 /// and the lease node created and both parents listed in one multi-read (one round trip), then
-/// the lock node's delete and the watch on our lease node sent without waiting, and the lease's
-/// delete on release. Curator's `InterProcessSemaphoreV2` sends seven in six round trips.
+/// the lock node's delete sent without waiting, and the lease's delete on release. Curator's
+/// `InterProcessSemaphoreV2` sends seven in six round trips.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_uncontended_cycle_sends_six_requests() {
+async fn an_uncontended_lease_cycle_sends_five_requests() {
     const CYCLES: u64 = 50;
     // A server of its own: the counter must see no other test's traffic.
     let server = TestingServer::start().expect("start server");
@@ -72,7 +71,7 @@ async fn an_uncontended_cycle_sends_six_requests() {
         "semaphore: {sent} requests in {CYCLES} cycles: {per_cycle:.2} per cycle, {:?} per cycle",
         elapsed / CYCLES as u32
     );
-    assert!((6.0..6.2).contains(&per_cycle), "{per_cycle:.2} requests per cycle");
+    assert!((5.0..5.2).contains(&per_cycle), "{per_cycle:.2} requests per cycle");
 
     let before = packets_received(&server);
     for _ in 0..CYCLES {
@@ -81,14 +80,15 @@ async fn an_uncontended_cycle_sends_six_requests() {
     }
     let per_cycle = (packets_received(&server) - before) as f64 / CYCLES as f64;
     eprintln!("semaphore mutex: {per_cycle:.2} requests per cycle");
-    assert!((6.0..6.2).contains(&per_cycle), "{per_cycle:.2} requests per cycle");
+    assert!((5.0..5.2).contains(&per_cycle), "{per_cycle:.2} requests per cycle");
 }
 
 /// A queue of tasks on one session drains at one request per hand-off, the delete: each waiter
-/// set the watch on its own node while it waited, and knows, when the node ahead of it goes,
-/// that it was granted in this process and so had nothing ahead of it any more. Joining the
-/// queue costs three: the node ahead belongs to the same session, whose owner tells the waiter
-/// when it is deleted, so the waiter sets no watch on it.
+/// knows, when the node ahead of it goes, that it was granted in this process and so had nothing
+/// ahead of it any more, and the watch it set on its own node while it waited shows that its
+/// node is still there. Joining the queue costs three (create, listing, that watch): the node
+/// ahead belongs to the same session, whose owner tells the waiter when it is deleted, so the
+/// waiter sets no watch on it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_drained_on_one_session_costs_one_request_per_hand_off() {
     const WAITERS: u64 = 20;
@@ -171,23 +171,26 @@ async fn requests_per_contended_grant(sessions: usize, contenders: usize) -> f64
     per_grant
 }
 
-/// Tasks of one session taking turns: every grant costs what an uncontended cycle does
-/// (create, listing, own-node watch, delete). The node each waiter waits behind belongs to its
-/// session, whose owner tells it of the deletion, so no watch is set on it; and it was granted
-/// here, so nothing ahead of it needs checking once it goes.
+/// Tasks of one session taking turns: every grant costs an uncontended cycle (create, listing,
+/// delete) and the watch on the waiter's own node. The node each waiter waits behind belongs to
+/// its session, whose owner tells it of the deletion, so no watch is set on it; and it was
+/// granted here, so nothing ahead of it needs checking once it goes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_of_one_session_contending_send_four_requests_per_grant() {
     let per_grant = requests_per_contended_grant(1, 4).await;
-    assert!((4.0..4.1).contains(&per_grant), "{per_grant:.2} requests per grant");
+    // Now and then a waiter finds its turn has come in its own listing: slightly under 4.
+    assert!((3.8..4.1).contains(&per_grant), "{per_grant:.2} requests per grant");
 }
 
 /// Sessions of one process taking turns: a waiter cannot take another session's word for a
 /// deletion (its own session may be gone, its server behind), so it watches the node ahead on the
-/// server, one request more; the check of the queue ahead is still skipped behind a grant of
-/// this process.
+/// server, one request more; listing the queue again is still skipped behind a grant of this
+/// process, the watch on its own node standing in for it. (Across processes, that listing is
+/// the fifth request and there is no watch on the waiter's own node, as in Curator; the
+/// benchmark's `contended-processes` row counts them.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_of_one_process_contending_send_five_requests_per_grant() {
     let per_grant = requests_per_contended_grant(4, 4).await;
     // Now and then a waiter finds its turn has come in its own listing: slightly under 5.
-    assert!((4.9..5.1).contains(&per_grant), "{per_grant:.2} requests per grant");
+    assert!((4.8..5.1).contains(&per_grant), "{per_grant:.2} requests per grant");
 }

@@ -75,6 +75,11 @@ pub(crate) fn follow(parent: &str, name: &str, session: SessionId) -> Option<wat
     (entry.session == session).then(|| entry.fate.clone())
 }
 
+/// Whether the node `name` under `parent` is a registered node of this process, on any session.
+pub(crate) fn is_of_this_process(parent: &str, name: &str) -> bool {
+    protected_prefix(name).is_some_and(|prefix| nodes().contains_key(format!("{parent}/{prefix}").as_str()))
+}
+
 impl LocalHandoff {
     /// ZooKeeper confirmed the node is gone: the waiters behind it may go on.
     pub(crate) fn deleted(&self) {

@@ -1,6 +1,6 @@
 //! The engine: one attempt at a lock, or at semaphore leases, on one session. It creates our
-//! node in the queue, lists the queue, waits for the nodes the layout says must go first
-//! (watching our own node meanwhile), and cleans up on every way out; each node is claimed in
+//! node in the queue, lists the queue, waits for the nodes the layout says must go first, and
+//! cleans up on every way out; each node is claimed in
 //! its session's ledger before its `create` is sent.
 //!
 //! May use: `session`, `zk`, `layout` and the foundations (`error`, `trace`, `background`).
@@ -22,5 +22,4 @@ pub(crate) use claim::Claim;
 pub(crate) use lease::{LeaseAttempt, LeaseLimit, LeaseSpec};
 pub(crate) use local_handoff::LocalHandoff;
 pub(crate) use not_granted::NotGranted;
-pub(crate) use own_watch::OwnNodeWatch;
 pub(crate) use queue::{Grant, LockAttempt, LockSpec};

@@ -1,6 +1,6 @@
-//! The watch on our own node: a waiter sends it while it waits, so that the hand-off to it costs
-//! no request of its own and a deletion by someone else is seen before the lock is granted; the
-//! held node continues it.
+//! The watch on our own waiting node, sent by a waiter behind a node of this process: a
+//! hand-off from such a node skips listing the queue again, so without the watch nothing would
+//! show that our node was deleted meanwhile, and a lock already lost would be granted.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,12 +18,10 @@ type PendingWatch = Pin<Box<dyn Future<Output = WatchReply> + Send>>;
 type PendingEvent = Pin<Box<dyn Future<Output = WatchedEvent> + Send>>;
 
 /// The watch on our own node, set again each time it fires until the node is deleted.
-pub(crate) struct OwnNodeWatch {
+pub(super) struct OwnNodeWatch {
     zk: ZkClient,
     node_path: String,
     stage: Stage,
-    /// The node's data when the watch was last set, if it was.
-    data: Option<Vec<u8>>,
 }
 
 enum Stage {
@@ -37,7 +35,6 @@ enum Stage {
 
 /// What [`OwnNodeWatch::next`] saw.
 enum WatchStep {
-    /// The watch is set; `data` holds the node's.
     Set,
     Deleted,
     /// It fired for something else (data written, a reconnect).
@@ -49,27 +46,20 @@ enum WatchStep {
 
 impl OwnNodeWatch {
     /// Sends the watch request on `node_path` now, in order with the caller's later requests.
-    pub(crate) fn send(zk: &ZkClient, node_path: String) -> Self {
+    pub(super) fn send(zk: &ZkClient, node_path: String) -> Self {
         let stage = Stage::Sent(send_watch_now(zk.clone(), node_path.clone()));
-        Self { zk: zk.clone(), node_path, stage, data: None }
+        Self { zk: zk.clone(), node_path, stage }
     }
 
-    /// Follows the node until it is deleted; `on_data` sees its data each time the watch is set.
-    /// Never returns once the watch cannot go on (a dead session is for the session's watch to
-    /// report). Cancel safe: the watch stays in `self`.
-    pub(crate) async fn until_deleted(&mut self, mut on_data: impl FnMut(&[u8])) {
-        // Data read before this call (while waiting for the lock) is seen too: a revocation
-        // request may have been written to a waiting node.
-        if let Some(data) = &self.data {
-            on_data(data);
-        }
+    /// Follows the node until it is deleted. Never returns once the watch cannot go on (a dead
+    /// session is for the session's watch to report). Cancel safe: the watch stays in `self`.
+    pub(super) async fn until_deleted(&mut self) {
         let zk = self.zk.clone();
         let mut reconnects = Reconnects::new(&zk);
         loop {
             match self.next().await {
-                WatchStep::Set => on_data(self.data.as_deref().unwrap_or_default()),
                 WatchStep::Deleted => return,
-                WatchStep::Fired => {}
+                WatchStep::Set | WatchStep::Fired => {}
                 WatchStep::SessionEnded => std::future::pending().await,
                 WatchStep::Failed(error) => {
                     if reconnects.wait(error).await.is_err() {
@@ -87,8 +77,7 @@ impl OwnNodeWatch {
                 let reply = reply.await;
                 self.stage = Stage::Unset;
                 match reply {
-                    Ok((data, _, watcher)) => {
-                        self.data = Some(data);
+                    Ok((_, _, watcher)) => {
                         self.stage = Stage::Set(Box::pin(watcher.changed()));
                         WatchStep::Set
                     }

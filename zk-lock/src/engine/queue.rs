@@ -1,10 +1,10 @@
 //! A lock attempt on one session: join the queue in one round trip, then wait with O(1) work
-//! per hand-off.
+//! per hand-off, keeping only the nearest node ahead.
 
 use std::sync::Arc;
 
 use tokio::sync::watch;
-use zookeeper_client::{Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType, MultiReadResult};
+use zookeeper_client::{Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType};
 
 use super::attempt::Attempt;
 use super::exclusive_grants;
@@ -17,10 +17,6 @@ use crate::layout::{new_protected_prefix, Queue};
 use crate::session::Session;
 use crate::trace;
 use crate::zk::{create_containers, list_children, Reconnects};
-
-/// Above this many nodes ahead, checking them one by one in a multi-read costs more than
-/// listing the parent.
-const MAX_PROBED_AT_ONCE: usize = 256;
 
 /// What a recipe asks of the engine.
 pub(crate) struct LockSpec<'a> {
@@ -39,8 +35,6 @@ pub(crate) struct Grant {
     pub token: i64,
     /// The session's loss count when the lock was granted.
     pub losses_seen: u64,
-    /// The watch on our node set while we waited, if we did.
-    pub own_watch: Option<OwnNodeWatch>,
     /// How the waiters of this process behind our node learn of its deletion, if they can.
     pub local: Option<Arc<LocalHandoff>>,
     /// Our responsibility for the node until ZooKeeper confirms it is gone.
@@ -55,7 +49,6 @@ pub(crate) struct LockAttempt<'a> {
     may_wait: bool,
     losses_seen: u64,
     node: UngrantedNode,
-    own_watch: Option<OwnNodeWatch>,
     /// The granted node's path and fencing token.
     granted: Option<(String, i64)>,
 }
@@ -66,7 +59,7 @@ impl<'a> LockAttempt<'a> {
     pub(crate) fn new(session: Arc<Session>, spec: &'a LockSpec<'a>, acls: Acls<'a>, may_wait: bool) -> Self {
         let losses_seen = session.health().losses;
         let node = UngrantedNode::in_queue(session.clone(), spec.path, new_protected_prefix());
-        Self { session, spec, acls, may_wait, losses_seen, node, own_watch: None, granted: None }
+        Self { session, spec, acls, may_wait, losses_seen, node, granted: None }
     }
 }
 
@@ -76,7 +69,7 @@ impl Attempt for LockAttempt<'_> {
     async fn run(&mut self) -> std::result::Result<(), NotGranted> {
         let zk = &self.session.zk;
         let (name, token, children) = join_queue(zk, self.spec, self.acls, &mut self.node).await?;
-        let waiting = Waiting { may_wait: self.may_wait, trace_entry: true, own_watch: Some(&mut self.own_watch) };
+        let waiting = Waiting { may_wait: self.may_wait, trace_entry: true, watch_own: true };
         let node_path =
             wait_in_queue(zk, self.spec, &name, children, waiting).await?.ok_or(NotGranted::NodeVanished)?;
         self.granted = Some((node_path, token));
@@ -86,8 +79,8 @@ impl Attempt for LockAttempt<'_> {
     fn grant(mut self) -> Grant {
         let (node_path, token) = self.granted.take().expect("granted after a successful run");
         let (claim, local) = self.node.grant();
-        let Self { session, losses_seen, own_watch, .. } = self;
-        Grant { session, node_path, token, losses_seen, own_watch, local, claim }
+        let Self { session, losses_seen, .. } = self;
+        Grant { session, node_path, token, losses_seen, local, claim }
     }
 
     fn let_go(mut self) {
@@ -142,27 +135,6 @@ async fn join_queue(
     }
 }
 
-/// Waits until every node in `blockers` (ascending queue order) is gone, watching only the
-/// nearest one. New nodes always queue behind us, so the set only shrinks: no re-listing.
-async fn wait_until_gone(
-    zk: &ZkClient,
-    parent: &str,
-    mut blockers: Vec<String>,
-) -> std::result::Result<(), NotGranted> {
-    while let Some(nearest) = blockers.last() {
-        let nearest_path = format!("{parent}/{nearest}");
-        until_deleted(zk, parent, nearest, &nearest_path).await?;
-        blockers.pop();
-        if exclusive_grants::was_granted_exclusively(&nearest_path) {
-            // Every node ahead of it was gone when it was granted.
-            blockers.clear();
-        } else {
-            drop_vanished(zk, parent, &mut blockers).await?;
-        }
-    }
-    Ok(())
-}
-
 /// Waits until the node `name` at `path` is deleted: told by its owner when it is a node of
 /// this process on our session, otherwise (or when the owner cannot tell) by a watch on the
 /// server.
@@ -214,34 +186,6 @@ fn not_a_lock_node(parent: &str, name: &str) -> Error {
     )
 }
 
-/// After the nearest node went, checks all the others in one request. When a queue drains in
-/// order they are all gone already, so each hand-off costs one request, not one per node ahead.
-async fn drop_vanished(zk: &ZkClient, parent: &str, blockers: &mut Vec<String>) -> std::result::Result<(), ZkError> {
-    if blockers.is_empty() {
-        return Ok(());
-    }
-    if blockers.len() > MAX_PROBED_AT_ONCE {
-        let children = list_children(zk, parent).await?;
-        let present: std::collections::HashSet<&str> = children.iter().map(String::as_str).collect();
-        blockers.retain(|name| present.contains(name.as_str()));
-        return Ok(());
-    }
-    let mut reconnects = Reconnects::new(zk);
-    let results = loop {
-        let mut reader = zk.new_multi_reader();
-        for name in blockers.iter() {
-            reader.add_get_data(&format!("{parent}/{name}"))?;
-        }
-        match reader.commit().await {
-            Err(error) => reconnects.wait(error).await?,
-            Ok(results) => break results,
-        }
-    };
-    let mut results = results.into_iter();
-    blockers.retain(|_| !matches!(results.next(), Some(MultiReadResult::Error { err: ZkError::NoNode })));
-    Ok(())
-}
-
 /// For a recipe that joined the queue at `spec.path` itself, with more requests pipelined behind
 /// its create (the semaphore): waits, as a [`LockAttempt`] does, until the node `name` holds the lock.
 /// `children` must be a listing made after the node was created. `Ok(false)` if the node
@@ -252,7 +196,7 @@ pub(super) async fn wait_for_grant(
     name: &str,
     children: Vec<String>,
 ) -> Result<bool> {
-    let waiting = Waiting { may_wait: true, trace_entry: false, own_watch: None };
+    let waiting = Waiting { may_wait: true, trace_entry: false, watch_own: false };
     match wait_in_queue(zk, spec, name, children, waiting).await {
         Ok(granted) => Ok(granted.is_some()),
         Err(NotGranted::Error(error)) => Err(error),
@@ -267,7 +211,7 @@ pub(super) async fn wait_for_grant(
 /// not happen, and queueing again would then leave the node behind in the queue.
 async fn own_node_gone(zk: &ZkClient, own_watch: &mut OwnNodeWatch, path: &str) {
     loop {
-        own_watch.until_deleted(|_| {}).await;
+        own_watch.until_deleted().await;
         let synced = matches!(zk.sync(path).await, Ok(()) | Err(ZkError::NoNode));
         if synced && matches!(zk.check_stat(path).await, Ok(None)) {
             return;
@@ -276,49 +220,85 @@ async fn own_node_gone(zk: &ZkClient, own_watch: &mut OwnNodeWatch, path: &str) 
 }
 
 /// What a node waiting in the queue does besides waiting.
-struct Waiting<'a> {
+struct Waiting {
     /// `false`: fail with `Busy` rather than wait behind anyone.
     may_wait: bool,
     /// Report the node's place in the queue when it is first seen.
     trace_entry: bool,
-    /// Where to keep the watch on our own node, sent once we have to wait; `None`: not wanted.
-    own_watch: Option<&'a mut Option<OwnNodeWatch>>,
+    /// Watch our own node while waiting behind a node of this process (see [`own_watch`]);
+    /// `false` for a node whose deletion by someone else does not matter before the grant.
+    ///
+    /// [`own_watch`]: super::own_watch
+    watch_own: bool,
 }
 
-/// Waits until the node `name` holds the lock by the recipe's rule. `children` is a listing made
-/// after the node was created. Returns the granted node's path, or `None` if the node vanished.
+/// What a listing of the queue says of our node.
+enum Place {
+    /// Nothing the recipe waits for is ahead of it.
+    First,
+    /// Waiting behind `nearest`, the closest of the nodes the recipe waits for.
+    Behind {
+        nearest: String,
+        /// Whether the nodes ahead may change kind before our turn (a writer ahead of a reader
+        /// may downgrade): when one of them goes, the queue is listed again in any case.
+        recheck: bool,
+    },
+    /// Our node is not in the queue: it was deleted.
+    Gone,
+}
+
+/// Where the node `name` stands in `children`, a listing of the queue.
+fn place(spec: &LockSpec<'_>, name: &str, children: Vec<String>, trace_entry: bool) -> Place {
+    let nodes = spec.queue.sorted(children);
+    let Some(ours) = nodes.iter().position(|node| node.name == name) else { return Place::Gone };
+    let blockers = spec.queue.blockers(&nodes, ours);
+    if trace_entry {
+        trace::joined_queue(name, ours, blockers.len());
+    }
+    let recheck = spec.queue.recheck_after().is_some_and(|kind| blockers.iter().any(|b| b.contains(kind)));
+    match blockers.into_iter().next_back() {
+        None => Place::First,
+        Some(nearest) => Place::Behind { nearest, recheck },
+    }
+}
+
+/// Waits until the node `name` holds the lock by the recipe's rule, watching only the nearest
+/// node ahead and keeping nothing else of the queue. `children` is a listing made after the node
+/// was created. Returns the granted node's path, or `None` if the node vanished.
+///
+/// When the nearest node goes, the queue is listed again (as Curator does), which also shows
+/// whether our own node is still there; unless that node was granted exclusively in this
+/// process: everything ahead of it was gone then, and sequence nodes never come back, so the
+/// hand-off costs no request. Behind a node of this process we watch our own node instead, sent
+/// before the wait rather than on the hand-off's path.
 async fn wait_in_queue(
     zk: &ZkClient,
     spec: &LockSpec<'_>,
     name: &str,
     mut children: Vec<String>,
-    mut waiting: Waiting<'_>,
+    mut waiting: Waiting,
 ) -> std::result::Result<Option<String>, NotGranted> {
+    let own_path = format!("{}/{name}", spec.path);
+    let mut own_watch: Option<OwnNodeWatch> = None;
     loop {
-        // Only the nodes ahead are kept while we wait, not the whole listing.
-        let blockers = {
-            let nodes = spec.queue.sorted(children);
-            let Some(ours) = nodes.iter().position(|node| node.name == name) else { return Ok(None) };
-            let blockers = spec.queue.blockers(&nodes, ours);
-            if std::mem::take(&mut waiting.trace_entry) {
-                trace::joined_queue(name, ours, blockers.len());
+        let trace_entry = std::mem::take(&mut waiting.trace_entry);
+        let (nearest, recheck) = match place(spec, name, children, trace_entry) {
+            Place::Gone => {
+                trace::deleted_while_waiting(name);
+                return Ok(None);
             }
-            blockers
+            Place::First => return Ok(Some(granted(spec, name))),
+            Place::Behind { nearest, recheck } => (nearest, recheck),
         };
-        if blockers.is_empty() {
-            return Ok(Some(granted(spec, name)));
-        }
         if !waiting.may_wait {
             return Err(NotGranted::Busy);
         }
-        if let Some(own_watch) = waiting.own_watch.as_deref_mut().filter(|watch| watch.is_none()) {
-            // Sent now, with the watch on the node ahead, rather than after the hand-off.
-            *own_watch = Some(OwnNodeWatch::send(zk, format!("{}/{name}", spec.path)));
+        if waiting.watch_own && own_watch.is_none() && local_handoff::is_of_this_process(spec.path, &nearest) {
+            own_watch = Some(OwnNodeWatch::send(zk, own_path.clone()));
         }
-        let recheck = spec.queue.recheck_after().is_some_and(|kind| blockers.iter().any(|b| b.contains(kind)));
-        let ahead_gone = wait_until_gone(zk, spec.path, blockers);
-        let own_path = format!("{}/{name}", spec.path);
-        match waiting.own_watch.as_deref_mut().and_then(Option::as_mut) {
+        let nearest_path = format!("{}/{nearest}", spec.path);
+        let ahead_gone = until_deleted(zk, spec.path, &nearest, &nearest_path);
+        match own_watch.as_mut() {
             Some(own_watch) => tokio::select! {
                 // Our node's deletion first: granting it would hand out a lock already lost.
                 biased;
@@ -330,7 +310,8 @@ async fn wait_in_queue(
             },
             None => ahead_gone.await?,
         }
-        if !recheck {
+        let own_node_followed = own_watch.is_some() || !waiting.watch_own;
+        if own_node_followed && !recheck && exclusive_grants::was_granted_exclusively(&nearest_path) {
             return Ok(Some(granted(spec, name)));
         }
         children = list_children(zk, spec.path).await?;

@@ -77,8 +77,10 @@ macro_rules! lock_guard {
             /// When the server stops answering (a partition, a dead server), it resolves 3/5 of the
             /// session timeout after the send of the last request the server answered: before the
             /// server could expire the session and grant the lock to anyone else (see
-            /// docs/reliability.md, "Told first"). A frozen process learns it only when it runs
-            /// again: fence your writes with [`fencing_token`](Self::fencing_token).
+            /// docs/reliability.md, "Told first"). A deletion of the node by someone else is seen
+            /// within 1/9 of the session timeout and a round trip: the session's heartbeat reads
+            /// its held nodes. A frozen process learns it only when it runs again: fence your
+            /// writes with [`fencing_token`](Self::fencing_token).
             ///
             /// # Cancel safety
             ///
@@ -89,16 +91,19 @@ macro_rules! lock_guard {
 
             /// Resolves once someone asked the holder to give the lock up, with
             /// [`revoke`](crate::revoke) or Curator's `Revoker` (a `__REVOKE__` written into the
-            /// node). The lock is still held: releasing it is the holder's decision.
+            /// node). The lock is still held: releasing it is the holder's decision. While it is
+            /// awaited, a watch on the node's data tells at once (one request when first polled).
             ///
             /// # Cancel safety
             ///
-            /// Cancel safe: it only observes.
+            /// Cancel safe: it only observes (a dropped watch is removed from the server).
             pub fn revoked(&self) -> impl ::core::future::Future<Output = ()> + Send + 'static {
                 self.hold.revoked()
             }
 
-            /// Whether a revocation was requested.
+            /// Whether a revocation was requested: seen by the session's heartbeat within 1/9 of
+            /// the session timeout and a round trip, or at once while [`revoked`](Self::revoked)
+            /// is awaited.
             pub fn is_revoked(&self) -> bool {
                 self.hold.is_revoked()
             }

@@ -1,20 +1,19 @@
-//! A held node: a granted lock node, watched for loss while held, deleted exactly once when
-//! let go.
+//! A held node: a granted lock node, followed by its session's heartbeat while held, deleted
+//! exactly once when let go.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use tokio::sync::watch;
 use zookeeper_client::Error as ZkError;
 
-use super::loss_watch::{watch_for_loss, NodeState};
+use super::hold_events::HoldEvents;
+use super::revocation_watch::watch_for_revocation;
 use super::table::Table;
 use crate::background;
 use crate::engine::{Claim, Grant, LocalHandoff};
 use crate::error::{Error, LostReason, Result};
 use crate::layout::Recipe;
-use crate::session::Session;
+use crate::session::{HeldStatus, Session};
 use crate::trace;
 use crate::zk::delete_with_retry;
 
@@ -31,16 +30,15 @@ pub(crate) struct HeldNode {
     /// Who acquired it: re-entry by the same owner takes no new node.
     pub owner: Owner,
     pub path: String,
-    pub node_path: String,
+    pub node_path: Arc<str>,
     pub token: i64,
     session: Arc<Session>,
     /// The session's loss count when the lock was granted.
     losses_seen: u64,
     /// What the tracing events say about this hold.
     trace: trace::HoldTrace,
-    state: watch::Receiver<NodeState>,
-    /// Set before our own delete is sent, so the node watch takes that delete for a release.
-    released: Arc<AtomicBool>,
+    /// Lost, revoked, released: as the session's heartbeat and our release record it.
+    status: Arc<HeldStatus>,
     /// Tells the waiters of this process behind our node when it is deleted.
     local: Option<Arc<LocalHandoff>>,
     /// Our responsibility for the node until ZooKeeper confirms it is gone.
@@ -51,28 +49,20 @@ impl HeldNode {
     pub(crate) fn new(table: &Arc<HoldTable>, recipe: Recipe, key: String, path: &str, granted: Grant) -> Arc<Self> {
         trace::granted(&granted.node_path, granted.token);
         let trace = trace::HoldTrace::new(recipe, path, &granted.node_path);
-        let released = Arc::new(AtomicBool::new(false));
-        let state = watch_for_loss(
-            &granted.session,
-            &granted.node_path,
-            granted.losses_seen,
-            released.clone(),
-            &trace,
-            granted.own_watch,
-            granted.local.clone(),
-        );
+        let node_path: Arc<str> = granted.node_path.into();
+        let events = HoldEvents::new(trace.clone(), granted.local.clone());
+        let status = granted.session.hold(node_path.clone(), granted.losses_seen, Box::new(events));
         let hold = Arc::new(Self {
             table: table.clone(),
             key,
             owner: Owner::current(),
             path: path.to_owned(),
-            node_path: granted.node_path,
+            node_path,
             token: granted.token,
             session: granted.session,
             losses_seen: granted.losses_seen,
             trace,
-            state,
-            released,
+            status,
             local: granted.local,
             claim: granted.claim,
         });
@@ -100,19 +90,24 @@ impl HeldNode {
     }
 
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
-        self.state.borrow().lost
+        self.status.lost()
     }
 
+    /// Whether a revocation was seen: by the heartbeat's read of the node, or by a watch set
+    /// while someone awaits [`revoked`](Self::revoked).
     pub(crate) fn is_revoked(&self) -> bool {
-        self.state.borrow().revoked
+        self.status.is_revoked()
     }
 
-    /// Resolves once someone asked the holder to give the lock up (Curator's `__REVOKE__`).
+    /// Resolves once someone asked the holder to give the lock up (Curator's `__REVOKE__`):
+    /// while it is awaited, a watch on the node's data tells at once; the heartbeat tells within
+    /// its period anyway.
     pub(crate) fn revoked(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut state = self.state.clone();
+        let (zk, status) = (self.session.zk.clone(), self.status.clone());
         async move {
-            if state.wait_for(|s| s.revoked).await.is_err() {
-                std::future::pending::<()>().await;
+            tokio::select! {
+                () = status.until_revoked() => {}
+                () = watch_for_revocation(&zk, &status) => {}
             }
         }
     }
@@ -120,7 +115,7 @@ impl HeldNode {
     /// Also false as soon as the session is known lost (its client says it ended, or our
     /// session watch counted a loss), before the watch task on the node reports it.
     pub(crate) fn is_held(&self) -> bool {
-        !self.released.load(Ordering::Acquire)
+        !self.status.is_released()
             && self.lost_reason().is_none()
             && self.session.health().losses == self.losses_seen
             && !self.session.zk.state().is_terminated()
@@ -132,14 +127,8 @@ impl HeldNode {
 
     /// Resolves when the lock is lost; never, if it is released first.
     pub(crate) fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
-        let mut state = self.state.clone();
-        async move {
-            let reason = state.wait_for(|s| s.lost.is_some()).await.ok().and_then(|s| s.lost);
-            match reason {
-                Some(reason) => reason,
-                None => std::future::pending().await,
-            }
-        }
+        let status = self.status.clone();
+        async move { status.until_lost().await }
     }
 
     /// Gives up one guard's share: the last share deletes the node and reports whether the
@@ -196,11 +185,12 @@ impl HeldNode {
     /// settles what it tells: the claim, and the waiters of this process behind the node. `None`
     /// if it was released before.
     fn start_release(&mut self) -> Option<impl Future<Output = std::result::Result<(), ZkError>> + Send + 'static> {
-        if self.released.swap(true, Ordering::AcqRel) {
+        if !self.status.release() {
             return None;
         }
+        self.session.let_go(&self.status);
         self.table.remove(&self.key, self);
-        let delete = delete_with_retry(&self.session.zk, self.node_path.clone());
+        let delete = delete_with_retry(&self.session.zk, self.node_path.to_string());
         let (claim, local) = (self.claim.take(), self.local.clone());
         Some(async move {
             let deleted = delete.await;

@@ -207,7 +207,7 @@ impl MultiGuard {
 
     /// The lock nodes, in the order they were taken.
     pub fn node_paths(&self) -> Vec<&str> {
-        self.holds.iter().map(|hold| hold.node_path.as_str()).collect()
+        self.holds.iter().map(|hold| &*hold.node_path).collect()
     }
 
     /// Whether every lock is still held.

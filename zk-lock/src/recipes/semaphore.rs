@@ -286,7 +286,6 @@ impl Semaphore {
                         node_path: lease.node_path,
                         token: lease.token,
                         losses_seen: granted.losses_seen,
-                        own_watch: None,
                         local: None,
                         claim: lease.claim,
                     };

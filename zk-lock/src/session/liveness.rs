@@ -5,11 +5,15 @@
 //! the earliest (it rounds expiry times up to its tick). It hears from us at the latest when it
 //! receives a request, and a request is received after we sent it: so a request sent at `s`
 //! whose reply came back proves the session cannot expire before `s + T`. The monitor keeps
-//! such proofs coming with a heartbeat (an `exists` every `T/9`, which also stands in for
+//! such proofs coming with a heartbeat (a request every `T/9`, which also stands in for
 //! zookeeper-client's own ping) and declares the locks lost at
 //! `s + 3/5 T` for the latest such `s`: `2/5 T` before anyone else can be granted them (docs/
 //! reliability.md derives the bound). A terminal state of the client (expired, closed) loses
 //! them at once.
+//!
+//! The heartbeat's request is a read of the session's held nodes (an `exists` when it holds
+//! none), so that a node deleted by someone else, or asked to be given up, is seen within
+//! `T/9` and a round trip, with no watch and no request per grant.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,13 +22,15 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
-use zookeeper_client::{Client as ZkClient, SessionState};
+use zookeeper_client::{Client as ZkClient, MultiReadResult, SessionState};
 
+use super::held_nodes::{HeldNodes, HeldStatus};
 use super::ledger::{self, Ledger};
 use super::retire::{retire, Reopen};
 use super::Health;
 use crate::background;
 use crate::error::LostReason;
+use crate::layout::REVOKE_MESSAGE;
 
 /// The locks are declared lost 3/5 of the session timeout after the send of the last answered
 /// request.
@@ -43,18 +49,19 @@ pub(super) async fn monitor(
     started: Instant,
     health: watch::Sender<Health>,
     ledger: Arc<Mutex<Ledger>>,
+    held: Arc<HeldNodes>,
     reopen: Option<Reopen>,
 ) {
     let timeout = zk.session_timeout();
     let lose_after = loss_delay(timeout);
     let mut states = zk.state_watcher();
     let mut state = states.state();
-    let mut heartbeat = Heartbeat::new(zk.clone(), timeout / BEATS_PER_TIMEOUT);
+    let mut heartbeat = Heartbeat::new(zk.clone(), held.clone(), timeout / BEATS_PER_TIMEOUT);
     // The send time of the last answered request; none after a loss until the next answer.
     let mut answered_sent_at = Some(started);
     loop {
         if let Some(reason) = terminal_reason(state) {
-            health.send_modify(|h| lose(h, reason, true));
+            lose(&health, &held, reason, true);
             match reopen {
                 // Closed by us (all handles dropped): the server ended it.
                 _ if state == SessionState::Closed => ledger::lock(&ledger).end(),
@@ -74,7 +81,7 @@ pub(super) async fn monitor(
             // One request at a time: each answered one was sent after the one before.
             sent = heartbeat.answered() => answered_sent_at = Some(sent),
             () = sleep_until(deadline) => {
-                health.send_modify(|h| lose(h, LostReason::ConnectionLost, reopen.is_some()));
+                lose(&health, &held, LostReason::ConnectionLost, reopen.is_some());
                 if let Some(reopen) = reopen {
                     // Closed no earlier than the server could expire it: closing it sooner would
                     // hand its locks to the next holder sooner than a plain expiry would.
@@ -125,29 +132,36 @@ fn terminal_reason(state: SessionState) -> Option<LostReason> {
     }
 }
 
-fn lose(health: &mut Health, reason: LostReason, terminated: bool) {
-    // A retired session has lost everything already; its end is no second loss.
-    if health.terminated {
-        return;
-    }
-    health.losses += 1;
-    health.reason = Some(reason);
-    health.terminated = terminated;
+/// Declares the session's locks lost: to its guards (`health`) and to every node held on it.
+fn lose(health: &watch::Sender<Health>, held: &HeldNodes, reason: LostReason, terminated: bool) {
+    health.send_modify(|health| {
+        // A retired session has lost everything already; its end is no second loss.
+        if !health.terminated {
+            health.losses += 1;
+            health.reason = Some(reason);
+            health.terminated = terminated;
+        }
+    });
+    held.lose_all(health.borrow().losses, reason);
 }
 
 type Reply = Pin<Box<dyn Future<Output = Result<(), zookeeper_client::Error>> + Send>>;
 
+/// Nodes read in one request; more take one request per this many.
+const NODES_PER_READ: usize = 512;
+
 /// One cheap request at a time, every `period`, each remembered with the time it was sent.
 struct Heartbeat {
     zk: ZkClient,
+    held: Arc<HeldNodes>,
     period: Duration,
     next_send: Instant,
     in_flight: Option<(Instant, Reply)>,
 }
 
 impl Heartbeat {
-    fn new(zk: ZkClient, period: Duration) -> Self {
-        Self { zk, period, next_send: Instant::now() + period, in_flight: None }
+    fn new(zk: ZkClient, held: Arc<HeldNodes>, period: Duration) -> Self {
+        Self { zk, held, period, next_send: Instant::now() + period, in_flight: None }
     }
 
     /// Forgets the request in flight and sends a new one at once.
@@ -165,8 +179,7 @@ impl Heartbeat {
                 // Sent while disconnected, zookeeper-client queues it until it reconnects: the
                 // time taken here is then earlier than the real send, which is the safe side.
                 let sent = Instant::now();
-                let zk = self.zk.clone();
-                let reply: Reply = Box::pin(async move { zk.check_stat("/").await.map(drop) });
+                let reply = beat(self.zk.clone(), self.held.snapshot());
                 self.in_flight = Some((sent, reply));
                 self.next_send = sent + self.period;
             }
@@ -180,4 +193,31 @@ impl Heartbeat {
             }
         }
     }
+}
+
+/// One heartbeat: reads the held nodes and records what it finds, or, with none, asks whether
+/// the root exists.
+fn beat(zk: ZkClient, held: Vec<Arc<HeldStatus>>) -> Reply {
+    Box::pin(async move {
+        if held.is_empty() {
+            return zk.check_stat("/").await.map(drop);
+        }
+        for chunk in held.chunks(NODES_PER_READ) {
+            let mut reader = zk.new_multi_reader();
+            for status in chunk {
+                reader.add_get_data(status.node_path())?;
+            }
+            for (status, result) in chunk.iter().zip(reader.commit().await?) {
+                match result {
+                    MultiReadResult::Data { data, .. } if data == REVOKE_MESSAGE => status.revoke(),
+                    // Answered on the session that created the node: it is gone for good.
+                    MultiReadResult::Error { err: zookeeper_client::Error::NoNode } => {
+                        status.lose(LostReason::NodeDeleted)
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    })
 }

@@ -1,10 +1,11 @@
-//! One ZooKeeper session: when its locks are lost ([`liveness`]), the nodes the library must
-//! still see deleted on it ([`ledger`]), and its retirement once a loss has been declared
-//! ([`retire`]).
+//! One ZooKeeper session: when its locks are lost ([`liveness`]), the nodes held on it that its
+//! heartbeat reads ([`held_nodes`]), the nodes the library must still see deleted on it
+//! ([`ledger`]), and its retirement once a loss has been declared ([`retire`]).
 //!
 //! The bottom layer above the foundations: it uses zookeeper-client, the background runtime and
 //! `error`.
 
+mod held_nodes;
 mod ledger;
 mod liveness;
 mod retire;
@@ -15,6 +16,8 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use self::held_nodes::HeldNodes;
+pub(crate) use self::held_nodes::{HeldNodeEvents, HeldStatus};
 use self::ledger::Ledger;
 pub(crate) use self::retire::{Reopen, ReopenFuture};
 use crate::background;
@@ -39,6 +42,7 @@ pub(crate) struct Session {
     pub zk: zookeeper_client::Client,
     health: watch::Receiver<Health>,
     ledger: Arc<Mutex<Ledger>>,
+    held: Arc<HeldNodes>,
     monitor: JoinHandle<()>,
 }
 
@@ -50,8 +54,10 @@ impl Session {
         let started = tokio::time::Instant::now();
         let (sender, health) = watch::channel(Health::default());
         let ledger = Arc::new(Mutex::new(Ledger::default()));
-        let monitor = background::spawn(liveness::monitor(zk.clone(), started, sender, ledger.clone(), reopen));
-        Arc::new(Self { zk, health, ledger, monitor })
+        let held = Arc::new(HeldNodes::default());
+        let monitor =
+            background::spawn(liveness::monitor(zk.clone(), started, sender, ledger.clone(), held.clone(), reopen));
+        Arc::new(Self { zk, health, ledger, held, monitor })
     }
 
     pub(crate) fn health(&self) -> Health {
@@ -86,6 +92,29 @@ impl Session {
             () = terminated => None,
             output = work => Some(output),
         }
+    }
+
+    /// Follows `node_path`, granted after `losses_seen` losses, until [`let_go`](Self::let_go):
+    /// `events` hears of its loss or revocation.
+    pub(crate) fn hold(
+        &self,
+        node_path: Arc<str>,
+        losses_seen: u64,
+        events: Box<dyn HeldNodeEvents>,
+    ) -> Arc<HeldStatus> {
+        let status = self.held.add(node_path, losses_seen, events);
+        // Checked after it is added: a loss declared since the grant either counted before this
+        // check or finds the node in the set.
+        let health = self.health();
+        if health.losses > losses_seen {
+            status.lose(health.reason.unwrap_or(LostReason::SessionClosed));
+        }
+        status
+    }
+
+    /// Stops following a held node: it is released.
+    pub(crate) fn let_go(&self, status: &HeldStatus) {
+        self.held.remove(status);
     }
 
     /// The nodes the library is responsible for on this session.
