@@ -70,16 +70,16 @@ pub(crate) struct HoldTrace(Arc<HoldTraceFields>);
 #[derive(Debug)]
 struct HoldTraceFields {
     recipe: &'static str,
-    path: String,
-    node: String,
+    path: Arc<str>,
+    node: Arc<str>,
     since: Instant,
     ended: AtomicBool,
 }
 
 impl HoldTrace {
     /// A lock granted just now.
-    pub(crate) fn new(recipe: Recipe, path: &str, node: &str) -> Self {
-        let (recipe, path, node) = (recipe.as_str(), path.to_owned(), node.to_owned());
+    pub(crate) fn new(recipe: Recipe, path: Arc<str>, node: Arc<str>) -> Self {
+        let recipe = recipe.as_str();
         Self(Arc::new(HoldTraceFields { recipe, path, node, since: Instant::now(), ended: AtomicBool::new(false) }))
     }
 

@@ -83,10 +83,11 @@ async fn delete_once(session: &Session, id: u64) -> Result<(), ZkError> {
     let Some(node) = session.ledger().get(id).cloned() else { return Ok(()) };
     let path = match node.path() {
         Some(path) => path,
-        None => match find_protected(&session.zk, &node.parent, &node.prefix).await? {
+        // Unnamed: it has a prefix.
+        None => match find_protected(&session.zk, node.parent(), node.prefix().unwrap_or_default()).await? {
             Some((name, _)) => {
                 session.ledger().named(id, &name);
-                format!("{}/{name}", node.parent)
+                format!("{}/{name}", node.parent())
             }
             // Searched after a `sync`, after the `create` in the same session: never made.
             None => return Ok(()),

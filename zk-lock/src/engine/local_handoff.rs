@@ -1,21 +1,26 @@
 //! Queue nodes of this process. The owner of a node learns of its deletion anyway (the reply to
-//! its own delete, or the watch it keeps on its node), so a waiter on the same session whose
-//! nearest node ahead is one of them is told by the owner instead of watching that node on the
-//! server: one request less per hand-off. When the owner can no longer tell (its session is in
-//! trouble, or it let go of the node without seeing it deleted), the node's fate becomes unknown
-//! and the waiter watches it on the server, as it does for every other node.
+//! its own delete, or its session's heartbeat), so a waiter on the same session whose nearest
+//! node ahead is one of them is told by the owner instead of watching that node on the server:
+//! one request less per hand-off. When the owner can no longer tell (its session is in trouble,
+//! or it let go of the node without seeing it deleted), the node's fate becomes unknown and the
+//! waiter watches it on the server, as it does for every other node.
 //!
-//! Only waiters on the owner's own session follow a node this way. A reply on that session
-//! proves the session alive when it arrives, and orders everything the waiter reads afterwards
-//! after the deletion (one connection, one server). A waiter on another session has neither: its
-//! session may have expired unnoticed, or its server may not have applied the deletion yet, and
-//! only an event on its own session settles both.
+//! Only waiters on the owner's own session follow a node's fate this way. A reply on that
+//! session proves the session alive when it arrives, and orders everything the waiter reads
+//! afterwards after the deletion (one connection, one server). A waiter on another session has
+//! neither: its session may have expired unnoticed, or its server may not have applied the
+//! deletion yet, and only an event on its own session settles both.
+//!
+//! A node also tells whether it was granted exclusively (a mutex, a write lock): every node
+//! ahead of it was gone at that moment, and sequence nodes never come back, so a waiter of this
+//! process (on any session) whose nearest blocker was such a grant knows, once that node is
+//! deleted, that nothing is left ahead of it, with no request to check.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use zookeeper_client::SessionId;
 
 use crate::layout::protected_prefix;
@@ -31,56 +36,96 @@ pub(crate) enum NodeFate {
     Unknown,
 }
 
-struct Entry {
-    /// Which registration it is: a retried `create` registers the same prefix again.
-    id: u64,
-    session: SessionId,
-    fate: watch::Receiver<NodeFate>,
+impl NodeFate {
+    fn from_u8(value: u8) -> Self {
+        match value {
+            0 => Self::Present,
+            1 => Self::Deleted,
+            _ => Self::Unknown,
+        }
+    }
 }
 
-static NODES: LazyLock<Mutex<HashMap<Box<str>, Entry>>> = LazyLock::new(Mutex::default);
+/// A registered node, as its owner and its followers share it.
+#[derive(Debug)]
+pub(crate) struct LocalNode {
+    /// `parent/_c_<uuid>-`: the node's key in the registry.
+    key: Arc<str>,
+    session: SessionId,
+    fate: AtomicU8,
+    granted_exclusively: AtomicBool,
+    settled: Notify,
+}
 
-fn nodes() -> std::sync::MutexGuard<'static, HashMap<Box<str>, Entry>> {
+impl LocalNode {
+    pub(crate) fn session(&self) -> SessionId {
+        self.session
+    }
+
+    pub(crate) fn was_granted_exclusively(&self) -> bool {
+        self.granted_exclusively.load(Ordering::Acquire)
+    }
+
+    fn fate(&self) -> NodeFate {
+        NodeFate::from_u8(self.fate.load(Ordering::Acquire))
+    }
+
+    /// Resolves once the owner settled the node's fate: `true` if ZooKeeper confirmed the
+    /// deletion, `false` if the owner cannot tell.
+    pub(crate) async fn deleted(&self) -> bool {
+        loop {
+            let settled = self.settled.notified();
+            tokio::pin!(settled);
+            // Registered before the check, so a settlement between the two still wakes us.
+            settled.as_mut().enable();
+            match self.fate() {
+                NodeFate::Present => settled.await,
+                fate => return fate == NodeFate::Deleted,
+            }
+        }
+    }
+}
+
+static NODES: LazyLock<Mutex<HashMap<Arc<str>, Weak<LocalNode>>>> = LazyLock::new(Mutex::default);
+
+fn nodes() -> MutexGuard<'static, HashMap<Arc<str>, Weak<LocalNode>>> {
     NODES.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// A queue node of this process, registered while its owner can tell what happens to it.
-/// Dropping the last share without [`deleted`](Self::deleted) makes its fate unknown.
+/// The owner's handle on a registered node. Dropping the last share without
+/// [`deleted`](Self::deleted) makes its fate unknown.
 #[derive(Debug)]
-pub(crate) struct LocalHandoff {
-    id: u64,
-    path: Box<str>,
-    fate: watch::Sender<NodeFate>,
-}
+pub(crate) struct LocalHandoff(Arc<LocalNode>);
 
 /// Registers our node under `parent` on `session`, known by its protected `prefix`
 /// (`_c_<uuid>-`), present. Registered before its `create` is sent, so that no listing can
 /// show the node to a waiter of this process before the waiter can find it here.
 pub(crate) fn register(parent: &str, prefix: &str, session: SessionId) -> Arc<LocalHandoff> {
-    static IDS: AtomicU64 = AtomicU64::new(0);
-    let id = IDS.fetch_add(1, Ordering::Relaxed);
-    let (fate, follower) = watch::channel(NodeFate::Present);
-    let path: Box<str> = format!("{parent}/{prefix}").into();
-    nodes().insert(path.clone(), Entry { id, session, fate: follower });
-    Arc::new(LocalHandoff { id, path, fate })
+    let key: Arc<str> = format!("{parent}/{prefix}").into();
+    let node = Arc::new(LocalNode {
+        key: key.clone(),
+        session,
+        fate: AtomicU8::new(NodeFate::Present as u8),
+        granted_exclusively: AtomicBool::new(false),
+        settled: Notify::new(),
+    });
+    nodes().insert(key, Arc::downgrade(&node));
+    Arc::new(LocalHandoff(node))
 }
 
-/// What becomes of the node `name` under `parent`, if it is a registered node of this process
-/// on `session`. `None` for every other node and for settled ones: the caller watches those on
-/// the server.
-pub(crate) fn follow(parent: &str, name: &str, session: SessionId) -> Option<watch::Receiver<NodeFate>> {
+/// The node `name` under `parent`, if it is a registered node of this process whose fate is not
+/// settled yet. `None` for every other node: the caller watches those on the server.
+pub(crate) fn find(parent: &str, name: &str) -> Option<Arc<LocalNode>> {
     let prefix = protected_prefix(name)?;
-    let nodes = nodes();
-    let entry = nodes.get(format!("{parent}/{prefix}").as_str())?;
-    (entry.session == session).then(|| entry.fate.clone())
-}
-
-/// Whether the node `name` under `parent` is a registered node of this process, on any session.
-pub(crate) fn is_of_this_process(parent: &str, name: &str) -> bool {
-    protected_prefix(name).is_some_and(|prefix| nodes().contains_key(format!("{parent}/{prefix}").as_str()))
+    nodes().get(format!("{parent}/{prefix}").as_str())?.upgrade()
 }
 
 impl LocalHandoff {
+    /// The node was granted exclusively: nothing was left ahead of it.
+    pub(crate) fn granted_exclusively(&self) {
+        self.0.granted_exclusively.store(true, Ordering::Release);
+    }
+
     /// ZooKeeper confirmed the node is gone: the waiters behind it may go on.
     pub(crate) fn deleted(&self) {
         self.settle(NodeFate::Deleted);
@@ -101,21 +146,20 @@ impl LocalHandoff {
 
     /// The first fate settled stays.
     fn settle(&self, fate: NodeFate) {
+        let node = &self.0;
         // Unregistered first: a waiter that looks it up afterwards watches the server instead of
         // finding a settled entry.
         {
             let mut nodes = nodes();
-            if nodes.get(&self.path).is_some_and(|entry| entry.id == self.id) {
-                nodes.remove(&self.path);
+            // A retried `create` registers the same prefix again: only our own entry goes.
+            if nodes.get(&node.key).is_some_and(|entry| std::ptr::eq(entry.as_ptr(), Arc::as_ptr(node))) {
+                nodes.remove(&node.key);
             }
         }
-        self.fate.send_if_modified(|current| {
-            let first = *current == NodeFate::Present;
-            if first {
-                *current = fate;
-            }
-            first
-        });
+        let first = node.fate.compare_exchange(NodeFate::Present as u8, fate as u8, Ordering::AcqRel, Ordering::Acquire);
+        if first.is_ok() {
+            node.settled.notify_waiters();
+        }
     }
 }
 
@@ -134,33 +178,36 @@ mod tests {
     const PARENT: &str = "/unit-local-handoff";
     const SESSION: SessionId = SessionId(7);
 
-    #[test]
-    fn a_follower_finds_the_node_by_its_name_and_sees_the_deletion() {
+    #[tokio::test]
+    async fn a_follower_finds_the_node_by_its_name_and_sees_the_deletion() {
         let prefix = new_protected_prefix();
         let name = format!("{prefix}lock-0000000001");
         let node = register(PARENT, &prefix, SESSION);
-        let follower = follow(PARENT, &name, SESSION).expect("registered");
-        assert!(follow("/unit-local-handoff-other", &name, SESSION).is_none(), "another parent");
-        assert!(follow(PARENT, &name, SessionId(8)).is_none(), "another session");
-        assert_eq!(*follower.borrow(), NodeFate::Present);
+        let follower = find(PARENT, &name).expect("registered");
+        assert!(find("/unit-local-handoff-other", &name).is_none(), "another parent");
+        assert_eq!(follower.session(), SESSION);
+        assert_eq!(follower.fate(), NodeFate::Present);
+        assert!(!follower.was_granted_exclusively());
+        node.granted_exclusively();
+        assert!(follower.was_granted_exclusively());
         node.deleted();
-        assert_eq!(*follower.borrow(), NodeFate::Deleted);
-        assert!(follow(PARENT, &name, SESSION).is_none(), "unregistered once settled");
+        assert!(follower.deleted().await);
+        assert!(find(PARENT, &name).is_none(), "unregistered once settled");
         node.unknown();
-        assert_eq!(*follower.borrow(), NodeFate::Deleted, "a settled fate does not change");
+        assert_eq!(follower.fate(), NodeFate::Deleted, "a settled fate does not change");
     }
 
-    #[test]
-    fn dropping_the_owner_without_a_deletion_makes_the_fate_unknown() {
+    #[tokio::test]
+    async fn dropping_the_owner_without_a_deletion_makes_the_fate_unknown() {
         let prefix = new_protected_prefix();
         let name = format!("{prefix}__WRIT__0000000002");
         let follower = {
             let _node = register(PARENT, &prefix, SESSION);
-            follow(PARENT, &name, SESSION).expect("registered")
+            find(PARENT, &name).expect("registered")
         };
-        assert_eq!(*follower.borrow(), NodeFate::Unknown);
-        assert!(follow(PARENT, &name, SESSION).is_none());
-        assert!(follow(PARENT, "__lock__0000000003", SESSION).is_none(), "not a protected name");
+        assert!(!follower.deleted().await);
+        assert!(find(PARENT, &name).is_none());
+        assert!(find(PARENT, "__lock__0000000003").is_none(), "not a protected name");
     }
 
     #[test]
@@ -170,8 +217,8 @@ mod tests {
         let old = register(PARENT, &prefix, SESSION);
         let new = register(PARENT, &prefix, SESSION);
         drop(old);
-        let follower = follow(PARENT, &name, SESSION).expect("the new registration");
+        let follower = find(PARENT, &name).expect("the new registration");
         new.deleted();
-        assert_eq!(*follower.borrow(), NodeFate::Deleted);
+        assert_eq!(follower.fate(), NodeFate::Deleted);
     }
 }

@@ -9,7 +9,6 @@
 
 mod attempt;
 mod claim;
-mod exclusive_grants;
 mod lease;
 mod local_handoff;
 mod not_granted;

@@ -3,12 +3,10 @@
 
 use std::sync::Arc;
 
-use tokio::sync::watch;
 use zookeeper_client::{Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType};
 
 use super::attempt::Attempt;
-use super::exclusive_grants;
-use super::local_handoff::{self, LocalHandoff, NodeFate};
+use super::local_handoff::{self, LocalHandoff, LocalNode};
 use super::not_granted::NotGranted;
 use super::own_watch::OwnNodeWatch;
 use super::ungranted::{Created, UngrantedNode};
@@ -72,6 +70,9 @@ impl Attempt for LockAttempt<'_> {
         let waiting = Waiting { may_wait: self.may_wait, trace_entry: true, watch_own: true };
         let node_path =
             wait_in_queue(zk, self.spec, &name, children, waiting).await?.ok_or(NotGranted::NodeVanished)?;
+        if self.spec.queue.exclusive() {
+            self.node.granted_exclusively();
+        }
         self.granted = Some((node_path, token));
         Ok(())
     }
@@ -90,16 +91,6 @@ impl Attempt for LockAttempt<'_> {
     async fn remove(mut self) {
         self.node.remove().await;
     }
-}
-
-/// The path of our node `name`, now granted; an exclusive grant is remembered for the waiters
-/// of this process behind it.
-fn granted(spec: &LockSpec<'_>, name: &str) -> String {
-    let node_path = format!("{}/{name}", spec.path);
-    if spec.queue.exclusive() {
-        exclusive_grants::granted_exclusively(&node_path);
-    }
-    node_path
 }
 
 /// Creates our node and lists the queue in one round trip: both requests are sent before either
@@ -136,16 +127,23 @@ async fn join_queue(
 }
 
 /// Waits until the node `name` at `path` is deleted: told by its owner when it is a node of
-/// this process on our session, otherwise (or when the owner cannot tell) by a watch on the
-/// server.
-async fn until_deleted(zk: &ZkClient, parent: &str, name: &str, path: &str) -> std::result::Result<(), NotGranted> {
+/// this process (`local`) on our session, otherwise (or when the owner cannot tell) by a watch
+/// on the server.
+async fn until_deleted(
+    zk: &ZkClient,
+    parent: &str,
+    name: &str,
+    path: &str,
+    local: Option<&LocalNode>,
+) -> std::result::Result<(), NotGranted> {
+    // Our own session ending meanwhile is seen around the whole attempt (`while_usable`).
+    if let Some(local) = local.filter(|local| local.session() == zk.session_id()) {
+        if local.deleted().await {
+            return Ok(());
+        }
+    }
     let mut reconnects = Reconnects::new(zk);
     loop {
-        if let Some(fate) = local_handoff::follow(parent, name, zk.session_id()) {
-            if deleted_locally(fate).await {
-                return Ok(());
-            }
-        }
         // `get_data` rather than `exists`: a watch on a missing node would never fire or go away.
         match zk.get_and_watch_data(path).await {
             Ok((_, stat, _)) if stat.ephemeral_owner == 0 => {
@@ -166,12 +164,6 @@ async fn until_deleted(zk: &ZkClient, parent: &str, name: &str, path: &str) -> s
     }
 }
 
-/// Waits until the owner of a node of this process settles its fate: `true` if ZooKeeper
-/// confirmed the deletion, `false` if the owner cannot tell. Our own session ending meanwhile is
-/// seen around the whole attempt (`while_usable`).
-async fn deleted_locally(mut fate: watch::Receiver<NodeFate>) -> bool {
-    matches!(fate.wait_for(|fate| *fate != NodeFate::Present).await.map(|fate| *fate), Ok(NodeFate::Deleted))
-}
 
 /// A node named like a lock node but not ephemeral: no session ends it, so waiting for it would
 /// never end (Curator would wait forever). Lock and lease nodes are always ephemeral.
@@ -287,17 +279,18 @@ async fn wait_in_queue(
                 trace::deleted_while_waiting(name);
                 return Ok(None);
             }
-            Place::First => return Ok(Some(granted(spec, name))),
+            Place::First => return Ok(Some(own_path)),
             Place::Behind { nearest, recheck } => (nearest, recheck),
         };
         if !waiting.may_wait {
             return Err(NotGranted::Busy);
         }
-        if waiting.watch_own && own_watch.is_none() && local_handoff::is_of_this_process(spec.path, &nearest) {
+        let local = local_handoff::find(spec.path, &nearest);
+        if waiting.watch_own && own_watch.is_none() && local.is_some() {
             own_watch = Some(OwnNodeWatch::send(zk, own_path.clone()));
         }
         let nearest_path = format!("{}/{nearest}", spec.path);
-        let ahead_gone = until_deleted(zk, spec.path, &nearest, &nearest_path);
+        let ahead_gone = until_deleted(zk, spec.path, &nearest, &nearest_path, local.as_deref());
         match own_watch.as_mut() {
             Some(own_watch) => tokio::select! {
                 // Our node's deletion first: granting it would hand out a lock already lost.
@@ -311,8 +304,9 @@ async fn wait_in_queue(
             None => ahead_gone.await?,
         }
         let own_node_followed = own_watch.is_some() || !waiting.watch_own;
-        if own_node_followed && !recheck && exclusive_grants::was_granted_exclusively(&nearest_path) {
-            return Ok(Some(granted(spec, name)));
+        let nothing_ahead = local.is_some_and(|local| local.was_granted_exclusively());
+        if own_node_followed && !recheck && nothing_ahead {
+            return Ok(Some(own_path));
         }
         children = list_children(zk, spec.path).await?;
     }

@@ -128,6 +128,14 @@ impl UngrantedNode {
         self.local = None;
     }
 
+    /// The node was granted exclusively (a mutex, a write lock): the waiters of this process
+    /// behind it need not check the queue ahead of it once it goes.
+    pub(super) fn granted_exclusively(&self) {
+        if let Some(local) = &self.local {
+            local.granted_exclusively();
+        }
+    }
+
     /// The node is granted: it is no longer ours to remove. Returns its claim, and how whoever
     /// holds it now tells the waiters of this process behind it what becomes of it.
     pub(super) fn grant(&mut self) -> (Option<Claim>, Option<Arc<LocalHandoff>>) {

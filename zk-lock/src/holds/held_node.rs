@@ -29,7 +29,7 @@ pub(crate) struct HeldNode {
     key: String,
     /// Who acquired it: re-entry by the same owner takes no new node.
     pub owner: Owner,
-    pub path: String,
+    pub path: Arc<str>,
     pub node_path: Arc<str>,
     pub token: i64,
     session: Arc<Session>,
@@ -48,15 +48,15 @@ pub(crate) struct HeldNode {
 impl HeldNode {
     pub(crate) fn new(table: &Arc<HoldTable>, recipe: Recipe, key: String, path: &str, granted: Grant) -> Arc<Self> {
         trace::granted(&granted.node_path, granted.token);
-        let trace = trace::HoldTrace::new(recipe, path, &granted.node_path);
-        let node_path: Arc<str> = granted.node_path.into();
+        let (path, node_path): (Arc<str>, Arc<str>) = (path.into(), granted.node_path.into());
+        let trace = trace::HoldTrace::new(recipe, path.clone(), node_path.clone());
         let events = HoldEvents::new(trace.clone(), granted.local.clone());
         let status = granted.session.hold(node_path.clone(), granted.losses_seen, Box::new(events));
         let hold = Arc::new(Self {
             table: table.clone(),
             key,
             owner: Owner::current(),
-            path: path.to_owned(),
+            path,
             node_path,
             token: granted.token,
             session: granted.session,

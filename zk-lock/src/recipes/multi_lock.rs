@@ -202,7 +202,7 @@ impl MultiGuard {
 
     /// Each lock path with its fencing token, in the order they were taken.
     pub fn fencing_tokens(&self) -> Vec<(&str, i64)> {
-        self.holds.iter().map(|hold| (hold.path.as_str(), hold.token)).collect()
+        self.holds.iter().map(|hold| (&*hold.path, hold.token)).collect()
     }
 
     /// The lock nodes, in the order they were taken.
@@ -226,7 +226,7 @@ impl MultiGuard {
             .holds
             .iter()
             .map(|hold| {
-                let (path, lost) = (hold.path.clone(), hold.lost());
+                let (path, lost) = (hold.path.to_string(), hold.lost());
                 Box::pin(async move { (path, lost.await) })
             })
             .collect();

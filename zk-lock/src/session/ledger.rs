@@ -12,32 +12,51 @@ pub(super) fn lock(ledger: &Mutex<Ledger>) -> MutexGuard<'_, Ledger> {
     ledger.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// One node of the ledger.
+/// One node of the ledger, in one string: a session may own thousands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct OwnedNode {
-    /// The parent node's path.
-    pub parent: String,
-    /// `_c_<uuid>-`: finds the node when the reply to its `create` never arrived.
-    pub prefix: String,
-    /// The node's name, once the reply to its `create` (or a search by prefix) told it.
-    pub name: Option<String>,
+    /// `parent/name` once the reply to its `create` (or a search by prefix) told the name;
+    /// before, `parent/_c_<uuid>-`, the protected prefix that finds the node when the reply to
+    /// its `create` never arrived.
+    path: String,
+    /// Where the name (or the prefix) starts in `path`.
+    name_at: usize,
+    named: bool,
 }
 
 impl OwnedNode {
+    fn new(parent: &str, prefix: &str) -> Self {
+        Self { path: format!("{parent}/{prefix}"), name_at: parent.len() + 1, named: false }
+    }
+
+    /// The parent node's path.
+    pub(crate) fn parent(&self) -> &str {
+        &self.path[..self.name_at - 1]
+    }
+
+    /// `_c_<uuid>-`, while the node's name is unknown.
+    pub(crate) fn prefix(&self) -> Option<&str> {
+        (!self.named).then(|| &self.path[self.name_at..])
+    }
+
     /// The node's full path, once its name is known.
     pub(crate) fn path(&self) -> Option<String> {
-        self.name.as_ref().map(|name| format!("{}/{name}", self.parent))
+        self.named.then(|| self.path.clone())
+    }
+
+    fn name(&mut self, name: &str) {
+        self.path.truncate(self.name_at);
+        self.path.push_str(name);
+        self.named = true;
     }
 
     /// Whether `path` is (or could be, while its name is unknown) this node.
     #[cfg(any(test, feature = "testing"))]
     pub(crate) fn matches(&self, path: &str) -> bool {
-        let Some(name) = path.strip_prefix(self.parent.as_str()).and_then(|rest| rest.strip_prefix('/')) else {
-            return false;
-        };
-        match &self.name {
-            Some(own) => own == name,
-            None => name.starts_with(self.prefix.as_str()),
+        match self.named {
+            true => path == self.path,
+            // A prefix has no `/`: a match is a child of the parent.
+            false => path.starts_with(self.path.as_str()) && !path[self.name_at..].contains('/'),
         }
     }
 }
@@ -57,8 +76,7 @@ impl Ledger {
         let id = self.next_id;
         self.next_id += 1;
         if !self.ended {
-            let node = OwnedNode { parent: parent.to_owned(), prefix: prefix.to_owned(), name: None };
-            self.nodes.insert(id, node);
+            self.nodes.insert(id, OwnedNode::new(parent, prefix));
         }
         id
     }
@@ -66,7 +84,7 @@ impl Ledger {
     /// The node's name is known.
     pub(crate) fn named(&mut self, id: u64, name: &str) {
         if let Some(node) = self.nodes.get_mut(&id) {
-            node.name = Some(name.to_owned());
+            node.name(name);
         }
     }
 
