@@ -61,6 +61,12 @@ pub async fn default_client() -> Result<Client> {
     if let Some(client) = &read().default {
         return Ok(client.clone());
     }
+    // Boxed: connecting happens once, and inline it would swell every acquisition's future.
+    Box::pin(connect_default()).await
+}
+
+/// Connects and installs the default client, unless another caller did meanwhile.
+async fn connect_default() -> Result<Client> {
     let _connecting = DEFAULT_CONNECTING.lock().await;
     if let Some(client) = &read().default {
         return Ok(client.clone());

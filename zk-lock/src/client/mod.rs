@@ -122,6 +122,12 @@ impl Client {
         if current.is_usable() || !self.inner.config.renewable {
             return Ok(current);
         }
+        // Boxed: opening a session is rare, and inline it would swell every waiting acquisition.
+        Box::pin(self.renew_session()).await
+    }
+
+    /// Opens a session to replace the current one, unless another caller did meanwhile.
+    async fn renew_session(&self) -> Result<Arc<Session>> {
         let _renewing = self.inner.renewing.lock().await;
         let current = self.current_session();
         if current.is_usable() {

@@ -39,6 +39,11 @@ impl Claim {
         self.session.ledger().named(self.id, name);
     }
 
+    /// The node's path, once its name is known: the ledger's copy, for the hold to share.
+    pub(crate) fn node_path(&self) -> Option<Arc<str>> {
+        self.session.ledger().get(self.id)?.path().cloned()
+    }
+
     /// ZooKeeper confirmed the node is gone: a delete answered OK or `NoNode`, or its `create`
     /// failed without creating it.
     pub(crate) fn gone(self) {
@@ -57,7 +62,7 @@ impl Claim {
     /// before this returns, in order with the caller's later requests. Unconfirmed, the claim
     /// goes on in the background.
     pub(crate) fn delete(self) -> impl Future<Output = Result<(), ZkError>> + Send + 'static {
-        let path = self.session.ledger().get(self.id).and_then(|node| node.path());
+        let path = self.session.ledger().get(self.id).and_then(|node| node.path().cloned());
         let sent = path.map(|path| delete_with_retry(&self.session.zk, path));
         async move {
             let reply = match sent {
@@ -82,12 +87,12 @@ fn confirms_gone(reply: &Result<(), ZkError>) -> bool {
 async fn delete_once(session: &Session, id: u64) -> Result<(), ZkError> {
     let Some(node) = session.ledger().get(id).cloned() else { return Ok(()) };
     let path = match node.path() {
-        Some(path) => path,
+        Some(path) => path.clone(),
         // Unnamed: it has a prefix.
         None => match find_protected(&session.zk, node.parent(), node.prefix().unwrap_or_default()).await? {
             Some((name, _)) => {
                 session.ledger().named(id, &name);
-                format!("{}/{name}", node.parent())
+                format!("{}/{name}", node.parent()).into()
             }
             // Searched after a `sync`, after the `create` in the same session: never made.
             None => return Ok(()),

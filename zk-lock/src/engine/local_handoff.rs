@@ -156,7 +156,8 @@ impl LocalHandoff {
                 nodes.remove(&node.key);
             }
         }
-        let first = node.fate.compare_exchange(NodeFate::Present as u8, fate as u8, Ordering::AcqRel, Ordering::Acquire);
+        let first =
+            node.fate.compare_exchange(NodeFate::Present as u8, fate as u8, Ordering::AcqRel, Ordering::Acquire);
         if first.is_ok() {
             node.settled.notify_waiters();
         }

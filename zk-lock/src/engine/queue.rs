@@ -66,7 +66,8 @@ impl Attempt for LockAttempt<'_> {
 
     async fn run(&mut self) -> std::result::Result<(), NotGranted> {
         let zk = &self.session.zk;
-        let (name, token, children) = join_queue(zk, self.spec, self.acls, &mut self.node).await?;
+        // Boxed: done once joined, it would otherwise stay in the future of every waiter.
+        let (name, token, children) = Box::pin(join_queue(zk, self.spec, self.acls, &mut self.node)).await?;
         let waiting = Waiting { may_wait: self.may_wait, trace_entry: true, watch_own: true };
         let node_path =
             wait_in_queue(zk, self.spec, &name, children, waiting).await?.ok_or(NotGranted::NodeVanished)?;
@@ -164,7 +165,6 @@ async fn until_deleted(
     }
 }
 
-
 /// A node named like a lock node but not ephemeral: no session ends it, so waiting for it would
 /// never end (Curator would wait forever). Lock and lease nodes are always ephemeral.
 fn not_a_lock_node(parent: &str, name: &str) -> Error {
@@ -204,8 +204,12 @@ pub(super) async fn wait_for_grant(
 async fn own_node_gone(zk: &ZkClient, own_watch: &mut OwnNodeWatch, path: &str) {
     loop {
         own_watch.until_deleted().await;
-        let synced = matches!(zk.sync(path).await, Ok(()) | Err(ZkError::NoNode));
-        if synced && matches!(zk.check_stat(path).await, Ok(None)) {
+        // Boxed: rare, and inline it would swell every waiting acquisition.
+        let confirmed = Box::pin(async {
+            let synced = matches!(zk.sync(path).await, Ok(()) | Err(ZkError::NoNode));
+            synced && matches!(zk.check_stat(path).await, Ok(None))
+        });
+        if confirmed.await {
             return;
         }
     }

@@ -26,7 +26,7 @@ pub(crate) struct HeldNode {
     /// The re-entrancy table of the client it was acquired through.
     table: Arc<HoldTable>,
     /// Key in that table.
-    key: String,
+    key: Arc<str>,
     /// Who acquired it: re-entry by the same owner takes no new node.
     pub owner: Owner,
     pub path: Arc<str>,
@@ -48,13 +48,16 @@ pub(crate) struct HeldNode {
 impl HeldNode {
     pub(crate) fn new(table: &Arc<HoldTable>, recipe: Recipe, key: String, path: &str, granted: Grant) -> Arc<Self> {
         trace::granted(&granted.node_path, granted.token);
-        let (path, node_path): (Arc<str>, Arc<str>) = (path.into(), granted.node_path.into());
+        // The ledger's copy of the node path, shared rather than kept twice.
+        let ledger_copy = granted.claim.as_ref().and_then(Claim::node_path).filter(|p| **p == *granted.node_path);
+        let node_path = ledger_copy.unwrap_or_else(|| granted.node_path.into());
+        let path: Arc<str> = path.into();
         let trace = trace::HoldTrace::new(recipe, path.clone(), node_path.clone());
         let events = HoldEvents::new(trace.clone(), granted.local.clone());
         let status = granted.session.hold(node_path.clone(), granted.losses_seen, Box::new(events));
         let hold = Arc::new(Self {
             table: table.clone(),
-            key,
+            key: key.into(),
             owner: Owner::current(),
             path,
             node_path,
@@ -66,7 +69,7 @@ impl HeldNode {
             local: granted.local,
             claim: granted.claim,
         });
-        table.insert(&hold.key, &hold);
+        table.insert(hold.key.clone(), &hold);
         hold
     }
 
@@ -190,7 +193,7 @@ impl HeldNode {
         }
         self.session.let_go(&self.status);
         self.table.remove(&self.key, self);
-        let delete = delete_with_retry(&self.session.zk, self.node_path.to_string());
+        let delete = delete_with_retry(&self.session.zk, self.node_path.clone());
         let (claim, local) = (self.claim.take(), self.local.clone());
         Some(async move {
             let deleted = delete.await;

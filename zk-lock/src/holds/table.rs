@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 /// Entries that go when the last share of their value does. The client owns one (of held
 /// nodes, `HoldTable`); each held node keeps a share of it to remove itself when let go.
-pub(crate) struct Table<T>(Mutex<HashMap<String, Weak<T>>>);
+pub(crate) struct Table<T>(Mutex<HashMap<Arc<str>, Weak<T>>>);
 
 impl<T> Default for Table<T> {
     fn default() -> Self {
@@ -14,7 +14,7 @@ impl<T> Default for Table<T> {
 }
 
 impl<T> Table<T> {
-    fn entries(&self) -> MutexGuard<'_, HashMap<String, Weak<T>>> {
+    fn entries(&self) -> MutexGuard<'_, HashMap<Arc<str>, Weak<T>>> {
         self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
@@ -22,8 +22,8 @@ impl<T> Table<T> {
         self.entries().get(key)?.upgrade()
     }
 
-    pub(super) fn insert(&self, key: &str, value: &Arc<T>) {
-        self.entries().insert(key.to_owned(), Arc::downgrade(value));
+    pub(super) fn insert(&self, key: Arc<str>, value: &Arc<T>) {
+        self.entries().insert(key, Arc::downgrade(value));
     }
 
     /// Removes `value`'s entry, unless a newer value took the key since.

@@ -31,7 +31,7 @@ pub(crate) async fn acquire<A: Attempt>(
     let started = Instant::now();
     let deadline = patience.deadline(client.default_timeout());
     loop {
-        let session = session_within(client, deadline, path, started).await?;
+        let session = Box::pin(session_within(client, deadline, path, started)).await?;
         let mut attempt = start(session.clone(), deadline.may_wait());
         // Boxed once: every wrapper around a future by value would hold it inline again.
         let run = Box::pin(attempt.run());
@@ -44,10 +44,10 @@ pub(crate) async fn acquire<A: Attempt>(
             // The nodes go with the session (ended, or retired and closed by its retirement);
             // start again on a new one if we can open it.
             attempt.let_go();
-            renewal(client, &session).await?;
+            Box::pin(renewal(client, &session)).await?;
             continue;
         }
-        session.unless_terminated(Box::pin(attempt.remove())).await;
+        Box::pin(session.unless_terminated(attempt.remove())).await;
         if let Some(error) = give_up(failed, path, started) {
             return Err(error);
         }

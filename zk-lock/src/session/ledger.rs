@@ -5,20 +5,21 @@
 //! confirmation; the fault suite's orphan oracle compares it with what the server holds.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The ledger behind its lock, which no panic elsewhere makes unusable.
 pub(super) fn lock(ledger: &Mutex<Ledger>) -> MutexGuard<'_, Ledger> {
     ledger.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// One node of the ledger, in one string: a session may own thousands.
+/// One node of the ledger, in one string (shared with the node's hold): a session may own
+/// thousands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct OwnedNode {
     /// `parent/name` once the reply to its `create` (or a search by prefix) told the name;
     /// before, `parent/_c_<uuid>-`, the protected prefix that finds the node when the reply to
     /// its `create` never arrived.
-    path: String,
+    path: Arc<str>,
     /// Where the name (or the prefix) starts in `path`.
     name_at: usize,
     named: bool,
@@ -26,7 +27,7 @@ pub(crate) struct OwnedNode {
 
 impl OwnedNode {
     fn new(parent: &str, prefix: &str) -> Self {
-        Self { path: format!("{parent}/{prefix}"), name_at: parent.len() + 1, named: false }
+        Self { path: format!("{parent}/{prefix}").into(), name_at: parent.len() + 1, named: false }
     }
 
     /// The parent node's path.
@@ -40,13 +41,12 @@ impl OwnedNode {
     }
 
     /// The node's full path, once its name is known.
-    pub(crate) fn path(&self) -> Option<String> {
-        self.named.then(|| self.path.clone())
+    pub(crate) fn path(&self) -> Option<&Arc<str>> {
+        self.named.then_some(&self.path)
     }
 
     fn name(&mut self, name: &str) {
-        self.path.truncate(self.name_at);
-        self.path.push_str(name);
+        self.path = format!("{}{name}", &self.path[..self.name_at]).into();
         self.named = true;
     }
 
@@ -54,9 +54,9 @@ impl OwnedNode {
     #[cfg(any(test, feature = "testing"))]
     pub(crate) fn matches(&self, path: &str) -> bool {
         match self.named {
-            true => path == self.path,
+            true => path == &*self.path,
             // A prefix has no `/`: a match is a child of the parent.
-            false => path.starts_with(self.path.as_str()) && !path[self.name_at..].contains('/'),
+            false => path.starts_with(&*self.path) && !path[self.name_at..].contains('/'),
         }
     }
 }

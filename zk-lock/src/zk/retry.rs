@@ -1,5 +1,6 @@
 //! Riding out connection losses: wait for the session to reconnect, then try again.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use zookeeper_client::{Client as ZkClient, Error as ZkError, SessionState};
@@ -33,6 +34,12 @@ impl<'a> Reconnects<'a> {
         if !broke_connection(&error) {
             return Err(error);
         }
+        // Boxed: a rare path, which inline would swell every future that may take it (each
+        // waiting acquisition holds several).
+        Box::pin(self.reconnect(error)).await
+    }
+
+    async fn reconnect(&mut self, error: ZkError) -> Result<(), ZkError> {
         until_connected(self.zk).await?;
         if error != ZkError::ConnectionLoss {
             self.strikes += 1;
@@ -68,7 +75,7 @@ pub(crate) async fn until_connected(zk: &ZkClient) -> Result<(), ZkError> {
 /// that spawns the future still has the delete ordered before its later requests.
 pub(crate) fn delete_with_retry(
     zk: &ZkClient,
-    path: String,
+    path: Arc<str>,
 ) -> impl std::future::Future<Output = Result<(), ZkError>> + Send + 'static {
     let first = zk.delete(&path, None);
     let zk = zk.clone();
