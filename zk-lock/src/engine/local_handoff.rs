@@ -97,11 +97,10 @@ fn nodes() -> MutexGuard<'static, HashMap<Arc<str>, Weak<LocalNode>>> {
 #[derive(Debug)]
 pub(crate) struct LocalHandoff(Arc<LocalNode>);
 
-/// Registers our node under `parent` on `session`, known by its protected `prefix`
-/// (`_c_<uuid>-`), present. Registered before its `create` is sent, so that no listing can
-/// show the node to a waiter of this process before the waiter can find it here.
-pub(crate) fn register(parent: &str, prefix: &str, session: SessionId) -> Arc<LocalHandoff> {
-    let key: Arc<str> = format!("{parent}/{prefix}").into();
+/// Registers our node on `session`, known by its `key`, `parent/_c_<uuid>-` (its protected
+/// prefix), present. Registered before its `create` is sent, so that no listing can show the
+/// node to a waiter of this process before the waiter can find it here.
+pub(crate) fn register(key: Arc<str>, session: SessionId) -> Arc<LocalHandoff> {
     let node = Arc::new(LocalNode {
         key: key.clone(),
         session,
@@ -183,7 +182,7 @@ mod tests {
     async fn a_follower_finds_the_node_by_its_name_and_sees_the_deletion() {
         let prefix = new_protected_prefix();
         let name = format!("{prefix}lock-0000000001");
-        let node = register(PARENT, &prefix, SESSION);
+        let node = register(format!("{PARENT}/{prefix}").into(), SESSION);
         let follower = find(PARENT, &name).expect("registered");
         assert!(find("/unit-local-handoff-other", &name).is_none(), "another parent");
         assert_eq!(follower.session(), SESSION);
@@ -203,7 +202,7 @@ mod tests {
         let prefix = new_protected_prefix();
         let name = format!("{prefix}__WRIT__0000000002");
         let follower = {
-            let _node = register(PARENT, &prefix, SESSION);
+            let _node = register(format!("{PARENT}/{prefix}").into(), SESSION);
             find(PARENT, &name).expect("registered")
         };
         assert!(!follower.deleted().await);
@@ -215,8 +214,8 @@ mod tests {
     fn an_old_registration_of_the_same_prefix_does_not_unregister_the_new_one() {
         let prefix = new_protected_prefix();
         let name = format!("{prefix}lock-0000000004");
-        let old = register(PARENT, &prefix, SESSION);
-        let new = register(PARENT, &prefix, SESSION);
+        let old = register(format!("{PARENT}/{prefix}").into(), SESSION);
+        let new = register(format!("{PARENT}/{prefix}").into(), SESSION);
         drop(old);
         let follower = find(PARENT, &name).expect("the new registration");
         new.deleted();

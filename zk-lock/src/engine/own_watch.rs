@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use zookeeper_client::{Client as ZkClient, Error as ZkError, EventType, OneshotWatcher, Stat, WatchedEvent};
@@ -19,8 +20,7 @@ type PendingEvent = Pin<Box<dyn Future<Output = WatchedEvent> + Send>>;
 
 /// The watch on our own node, set again each time it fires until the node is deleted.
 pub(super) struct OwnNodeWatch {
-    zk: ZkClient,
-    node_path: String,
+    node_path: Arc<str>,
     stage: Stage,
 }
 
@@ -46,18 +46,17 @@ enum WatchStep {
 
 impl OwnNodeWatch {
     /// Sends the watch request on `node_path` now, in order with the caller's later requests.
-    pub(super) fn send(zk: &ZkClient, node_path: String) -> Self {
+    pub(super) fn send(zk: &ZkClient, node_path: Arc<str>) -> Self {
         let stage = Stage::Sent(send_watch_now(zk.clone(), node_path.clone()));
-        Self { zk: zk.clone(), node_path, stage }
+        Self { node_path, stage }
     }
 
     /// Follows the node until it is deleted. Never returns once the watch cannot go on (a dead
     /// session is for the session's watch to report). Cancel safe: the watch stays in `self`.
-    pub(super) async fn until_deleted(&mut self) {
-        let zk = self.zk.clone();
-        let mut reconnects = Reconnects::new(&zk);
+    pub(super) async fn until_deleted(&mut self, zk: &ZkClient) {
+        let mut reconnects = Reconnects::new(zk);
         loop {
-            match self.next().await {
+            match self.next(zk).await {
                 WatchStep::Deleted => return,
                 WatchStep::Set | WatchStep::Fired => {}
                 WatchStep::SessionEnded => std::future::pending().await,
@@ -71,7 +70,7 @@ impl OwnNodeWatch {
     }
 
     /// The next step of the watch. Cancel safe: every future it waits on is kept in `stage`.
-    async fn next(&mut self) -> WatchStep {
+    async fn next(&mut self, zk: &ZkClient) -> WatchStep {
         match &mut self.stage {
             Stage::Sent(reply) => {
                 let reply = reply.await;
@@ -97,8 +96,8 @@ impl OwnNodeWatch {
                 }
             }
             Stage::Unset => {
-                self.stage = Stage::Sent(send_watch_now(self.zk.clone(), self.node_path.clone()));
-                Box::pin(self.next()).await
+                self.stage = Stage::Sent(send_watch_now(zk.clone(), self.node_path.clone()));
+                Box::pin(self.next(zk)).await
             }
         }
     }
@@ -126,7 +125,7 @@ impl Drop for OwnNodeWatch {
 
 /// Sends a `getData` with a watch on our node now; the reply is awaited by whoever polls the
 /// returned future next.
-fn send_watch_now(zk: ZkClient, node_path: String) -> PendingWatch {
+fn send_watch_now(zk: ZkClient, node_path: Arc<str>) -> PendingWatch {
     let mut reply = Box::pin(async move { zk.get_and_watch_data(&node_path).await });
     // The request is sent during the first poll; nobody needs waking for this one.
     let early = match reply.as_mut().poll(&mut Context::from_waker(Waker::noop())) {

@@ -29,7 +29,7 @@ pub(crate) struct LockSpec<'a> {
 /// A granted lock node.
 pub(crate) struct Grant {
     pub session: Arc<Session>,
-    pub node_path: String,
+    pub node_path: Arc<str>,
     pub token: i64,
     /// The session's loss count when the lock was granted.
     pub losses_seen: u64,
@@ -48,7 +48,7 @@ pub(crate) struct LockAttempt<'a> {
     losses_seen: u64,
     node: UngrantedNode,
     /// The granted node's path and fencing token.
-    granted: Option<(String, i64)>,
+    granted: Option<(Arc<str>, i64)>,
 }
 
 impl<'a> LockAttempt<'a> {
@@ -127,40 +127,43 @@ async fn join_queue(
     }
 }
 
-/// Waits until the node `name` at `path` is deleted: told by its owner when it is a node of
-/// this process (`local`) on our session, otherwise (or when the owner cannot tell) by a watch
-/// on the server.
+/// Waits until the node `name` under `parent` is deleted: told by its owner when it is a node
+/// of this process (`local`) on our session, otherwise (or when the owner cannot tell) by a
+/// watch on the server.
 async fn until_deleted(
     zk: &ZkClient,
     parent: &str,
     name: &str,
-    path: &str,
     local: Option<&LocalNode>,
 ) -> std::result::Result<(), NotGranted> {
-    // Our own session ending meanwhile is seen around the whole attempt (`while_usable`).
+    // Our own session ending meanwhile is seen around the whole attempt (`acquire_loop`).
     if let Some(local) = local.filter(|local| local.session() == zk.session_id()) {
         if local.deleted().await {
             return Ok(());
         }
     }
+    let path = format!("{parent}/{name}");
     let mut reconnects = Reconnects::new(zk);
     loop {
         // `get_data` rather than `exists`: a watch on a missing node would never fire or go away.
-        match zk.get_and_watch_data(path).await {
+        // The reply is settled before the wait, so that the waiting future does not keep it.
+        let watcher = match zk.get_and_watch_data(&path).await {
             Ok((_, stat, _)) if stat.ephemeral_owner == 0 => {
                 return Err(NotGranted::Error(not_a_lock_node(parent, name)))
             }
-            Ok((_, _, watcher)) => {
-                let event = watcher.changed().await;
-                match event.event_type {
-                    EventType::NodeDeleted => return Ok(()),
-                    EventType::Session if event.session_state.is_terminated() => return Err(NotGranted::SessionGone),
-                    // Data changed, or a reconnect: watch again.
-                    _ => {}
-                }
-            }
+            Ok((_, _, watcher)) => watcher,
             Err(ZkError::NoNode) => return Ok(()),
-            Err(error) => reconnects.wait(error).await?,
+            Err(error) => {
+                reconnects.wait(error).await?;
+                continue;
+            }
+        };
+        let event = watcher.changed().await;
+        match event.event_type {
+            EventType::NodeDeleted => return Ok(()),
+            EventType::Session if event.session_state.is_terminated() => return Err(NotGranted::SessionGone),
+            // Data changed, or a reconnect: watch again.
+            _ => {}
         }
     }
 }
@@ -203,7 +206,7 @@ pub(super) async fn wait_for_grant(
 /// not happen, and queueing again would then leave the node behind in the queue.
 async fn own_node_gone(zk: &ZkClient, own_watch: &mut OwnNodeWatch, path: &str) {
     loop {
-        own_watch.until_deleted().await;
+        own_watch.until_deleted(zk).await;
         // Boxed: rare, and inline it would swell every waiting acquisition.
         let confirmed = Box::pin(async {
             let synced = matches!(zk.sync(path).await, Ok(()) | Err(ZkError::NoNode));
@@ -273,8 +276,8 @@ async fn wait_in_queue(
     name: &str,
     mut children: Vec<String>,
     mut waiting: Waiting,
-) -> std::result::Result<Option<String>, NotGranted> {
-    let own_path = format!("{}/{name}", spec.path);
+) -> std::result::Result<Option<Arc<str>>, NotGranted> {
+    let own_path: Arc<str> = format!("{}/{name}", spec.path).into();
     let mut own_watch: Option<OwnNodeWatch> = None;
     loop {
         let trace_entry = std::mem::take(&mut waiting.trace_entry);
@@ -293,8 +296,7 @@ async fn wait_in_queue(
         if waiting.watch_own && own_watch.is_none() && local.is_some() {
             own_watch = Some(OwnNodeWatch::send(zk, own_path.clone()));
         }
-        let nearest_path = format!("{}/{nearest}", spec.path);
-        let ahead_gone = until_deleted(zk, spec.path, &nearest, &nearest_path, local.as_deref());
+        let ahead_gone = until_deleted(zk, spec.path, &nearest, local.as_deref());
         match own_watch.as_mut() {
             Some(own_watch) => tokio::select! {
                 // Our node's deletion first: granting it would hand out a lock already lost.

@@ -25,9 +25,11 @@ pub(super) enum Created {
 /// Tracks our queue node from the moment its `create` is sent until the lock is granted.
 pub(super) struct UngrantedNode {
     session: Arc<Session>,
-    parent: String,
-    /// `_c_<uuid>-`: finds the node when the reply to `create` never arrived.
-    prefix: String,
+    /// `parent/_c_<uuid>-`: the prefix finds the node when the reply to `create` never arrived.
+    /// Shared with the node's registration in [`local_handoff`].
+    key: Arc<str>,
+    /// Where the prefix starts in `key`.
+    prefix_at: usize,
     /// A `create` was sent, and ZooKeeper has not confirmed that the node is gone. The claim
     /// knows the node's name once the reply to the `create` arrived.
     claim: Option<Claim>,
@@ -38,7 +40,16 @@ pub(super) struct UngrantedNode {
 
 impl UngrantedNode {
     pub(super) fn new(session: Arc<Session>, parent: &str, prefix: String) -> Self {
-        Self { session, parent: parent.to_owned(), prefix, claim: None, shared_locally: false, local: None }
+        let key = format!("{parent}/{prefix}").into();
+        Self { session, key, prefix_at: parent.len() + 1, claim: None, shared_locally: false, local: None }
+    }
+
+    fn parent(&self) -> &str {
+        &self.key[..self.prefix_at - 1]
+    }
+
+    fn prefix(&self) -> &str {
+        &self.key[self.prefix_at..]
     }
 
     /// A node in a lock queue, which other waiters on its session may wait behind: they follow
@@ -52,7 +63,7 @@ impl UngrantedNode {
 
     /// The path to create the node at, for a node named `lock_name` and a sequence.
     pub(super) fn create_path(&self, lock_name: &str) -> String {
-        format!("{}/{}{lock_name}", self.parent, self.prefix)
+        format!("{}{lock_name}", self.key)
     }
 
     /// Settles the `reply` to our node's `create`. A broken connection may have hidden a create
@@ -70,7 +81,7 @@ impl UngrantedNode {
     ) -> Result<Created, NotGranted> {
         match reply {
             Ok((stat, sequence)) => {
-                let name = format!("{}{lock_name}{sequence}", self.prefix);
+                let name = format!("{}{lock_name}{sequence}", self.prefix());
                 self.created(&name);
                 Ok(Created::Made(name, stat.czxid))
             }
@@ -80,7 +91,7 @@ impl UngrantedNode {
             }
             Err(error) => {
                 reconnects.wait(error).await?;
-                match find_protected(zk, &self.parent, &self.prefix).await? {
+                match find_protected(zk, self.parent(), self.prefix()).await? {
                     Some((name, token)) => {
                         self.created(&name);
                         Ok(Created::Made(name, token))
@@ -100,10 +111,10 @@ impl UngrantedNode {
             // The previous attempt's registration (same prefix) goes first.
             self.local = None;
             let session = self.session.zk.session_id();
-            self.local = Some(local_handoff::register(&self.parent, &self.prefix, session));
+            self.local = Some(local_handoff::register(self.key.clone(), session));
         }
         if self.claim.is_none() {
-            self.claim = Some(Claim::new(&self.session, &self.parent, &self.prefix));
+            self.claim = Some(Claim::new(&self.session, self.parent(), self.prefix()));
         }
     }
 

@@ -33,13 +33,24 @@ pub(crate) async fn acquire<A: Attempt>(
     loop {
         let session = Box::pin(session_within(client, deadline, path, started)).await?;
         let mut attempt = start(session.clone(), deadline.may_wait());
-        // Boxed once: every wrapper around a future by value would hold it inline again.
-        let run = Box::pin(attempt.run());
-        let failed = match deadline.limit(while_usable(&session, run)).await {
-            Some(Ok(())) => return Ok(attempt.grant()),
-            Some(Err(failed)) => Some(failed),
-            None => None,
+        // Boxed, and raced here rather than through wrappers: every wrapper around a future by
+        // value holds it again, in every waiting acquisition.
+        let mut run = Box::pin(attempt.run());
+        let failed = tokio::select! {
+            biased;
+            // The session must not be used any more (it ended, or its locks were declared lost
+            // and it is being retired).
+            () = session.terminated() => Some(NotGranted::SessionGone),
+            granted = &mut run => match granted {
+                Ok(()) => {
+                    drop(run);
+                    return Ok(attempt.grant());
+                }
+                Err(failed) => Some(failed),
+            },
+            () = deadline.passed() => None,
         };
+        drop(run);
         if let Some(NotGranted::SessionGone) = failed {
             // The nodes go with the session (ended, or retired and closed by its retirement);
             // start again on a new one if we can open it.
@@ -65,15 +76,6 @@ fn give_up(failed: Option<NotGranted>, path: &str, started: Instant) -> Option<E
         Some(NotGranted::Error(error)) => Some(error.at_path(path)),
         Some(NotGranted::NodeVanished | NotGranted::SessionGone) => None,
     }
-}
-
-/// `attempt`, given up as `SessionGone` once `session` must not be used any more (it ended, or
-/// its locks were declared lost and it is being retired).
-async fn while_usable<T>(
-    session: &Session,
-    attempt: impl std::future::Future<Output = std::result::Result<T, NotGranted>>,
-) -> std::result::Result<T, NotGranted> {
-    session.unless_terminated(attempt).await.unwrap_or(Err(NotGranted::SessionGone))
 }
 
 /// After an attempt's session went: `Ok` if the client can open another one.

@@ -61,6 +61,14 @@ impl Deadline {
         !matches!(self, Self::FirstAttempt)
     }
 
+    /// Resolves when the deadline passes; never without one.
+    pub(super) async fn passed(self) {
+        match self {
+            Self::At(deadline) => tokio::time::sleep_until(deadline).await,
+            Self::FirstAttempt | Self::Never => std::future::pending().await,
+        }
+    }
+
     /// The outcome of `work`, or `None` if the deadline passed first.
     pub(super) async fn limit<T>(self, work: impl Future<Output = T>) -> Option<T> {
         match self {

@@ -207,7 +207,8 @@ impl RwLock {
         claim.named(&name);
         let token =
             create_downgrade_node(&session.zk, &node_path, &self.target.node_data(), client.node_acls()).await?;
-        let granted = Grant { session, node_path, token, losses_seen, local: None, claim: Some(claim) };
+        let granted =
+            Grant { session, node_path: node_path.into(), token, losses_seen, local: None, claim: Some(claim) };
         Ok(HeldNode::new(client.holds(), Recipe::Read, self.target.key(Recipe::Read), &self.target.path, granted))
     }
 }

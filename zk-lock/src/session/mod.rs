@@ -76,20 +76,22 @@ impl Session {
         reason.unwrap_or(LostReason::SessionClosed)
     }
 
+    /// Resolves once the session must not be used any more (it ended, or it is being retired).
+    pub(crate) async fn terminated(&self) {
+        let mut health = self.health.clone();
+        if health.wait_for(|h| h.terminated).await.is_err() {
+            // The monitor is gone only with the session itself.
+            std::future::pending::<()>().await;
+        }
+    }
+
     /// `work`'s output, or `None` once the session must not be used any more (it ended, or it
     /// is being retired): waiters on it queue again, and removals waiting for a reconnect leave
     /// the nodes to their claims and the retirement instead of holding the caller up.
     pub(crate) async fn unless_terminated<T>(&self, work: impl Future<Output = T>) -> Option<T> {
-        let mut health = self.health.clone();
-        let terminated = async move {
-            if health.wait_for(|h| h.terminated).await.is_err() {
-                // The monitor is gone only with the session itself.
-                std::future::pending::<()>().await;
-            }
-        };
         tokio::select! {
             biased;
-            () = terminated => None,
+            () = self.terminated() => None,
             output = work => Some(output),
         }
     }
