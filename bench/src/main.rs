@@ -301,8 +301,14 @@ fn median_of_runs(args: &[String]) -> ExitCode {
     );
     report::print_tables(&records);
     let targets = report::targets(&records);
-    let per_run: Vec<Vec<Option<f64>>> =
-        runs.iter().map(|run| report::targets(run).iter().map(|t| t.value).collect()).collect();
+    // Matched by name: a run may lack a case (and so a target) that another run has.
+    let per_run: Vec<Vec<Option<f64>>> = runs
+        .iter()
+        .map(|run| {
+            let mine = report::targets(run);
+            targets.iter().map(|t| mine.iter().find(|m| m.name == t.name).and_then(|m| m.value)).collect()
+        })
+        .collect();
     report::print_targets(&targets, Some(&per_run));
     if let Some(out) = out {
         let report = json!({

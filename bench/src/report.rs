@@ -160,6 +160,8 @@ pub fn memory(client: &'static str, case: String, result: &Value) -> Record {
             record.set(key, value);
         }
     }
+    // 1 when every waiter was queued (or every guard taken) in time.
+    record.set("complete", if result["complete"] == false { 0.0 } else { 1.0 });
     if result["complete"] == false {
         record.note = Some("setup incomplete in time: read anyway".to_owned());
     }
@@ -427,132 +429,188 @@ fn info(name: &str, ours: Option<f64>, theirs: Option<f64>) -> Target {
     }
 }
 
+/// An absolute goal: `value` must satisfy `pass`.
+fn absolute(name: &str, value: Option<f64>, goal: &str, pass: impl Fn(f64) -> bool) -> Target {
+    Target { name: name.to_owned(), ours: value, theirs: None, value, goal: goal.to_owned(), pass: value.map(pass) }
+}
+
+/// A value shown without a goal.
+fn info_value(name: &str, value: Option<f64>) -> Target {
+    Target { name: name.to_owned(), ours: value, theirs: None, value, goal: "info".to_owned(), pass: None }
+}
+
+/// Issue 14's targets first, in its order, then older goals and useful comparisons as info.
 pub fn targets(records: &[Record]) -> Vec<Target> {
     let f = |section, case, client, key| find(records, section, case, client, key);
-    let ours_cycle = f("uncontended", "mutex", "zk-lock", "cycle_p50_us");
-    // The issue's first targets are about the annotated call: acquire, body, release sent. Its
-    // latency is the "calls apart" case; back to back, each call's create also waits on the
-    // server for the previous call's delete (shown as info).
-    let annotated_call = f("uncontended", "mutex fn, #[zk_lock], calls apart", "zk-lock", "cycle_p50_us");
-    let back_to_back = f("uncontended", "mutex fn, #[zk_lock]", "zk-lock", "cycle_p50_us");
+    let mut out = Vec::new();
+
+    // One OS process per session: the deployment users run.
+    for w in ["W=8", "W=32"] {
+        let locks = |client| f("contended-processes", w, client, "locks_per_s");
+        out.push(ratio(
+            &format!("one process per session, {w}: locks/s vs zookeeper-client"),
+            locks("zk-lock"),
+            locks("zookeeper-client"),
+            1.0,
+            false,
+        ));
+        out.push(ratio(
+            &format!("one process per session, {w}: locks/s vs Curator"),
+            locks("zk-lock"),
+            locks("curator"),
+            1.6,
+            false,
+        ));
+    }
+    for w in ["W=8", "W=32"] {
+        // Judged as printed, to two decimals: a stray ping in thousands of grants is not a request
+        // of the recipe. (Each contender takes the lock once before the counters are read, so the
+        // lock's parent is not created inside the count.)
+        out.push(absolute(
+            &format!("one process per session, {w}: requests per grant"),
+            f("contended-processes", w, "zk-lock", "requests_per_op"),
+            "<= 5",
+            |r| (r * 100.0).round() <= 500.0,
+        ));
+    }
+
+    // The annotated call, uncontended: apart (each call finds the previous call's delete done)
+    // and back to back (each call's create waits on the server for the previous delete).
     let curator_cycle = f("uncontended", "mutex", "curator", "cycle_p50_us");
-    let raw_create = f("floor", "raw ops", "zk-lock", "create_p50_us");
-    let mut out = vec![
-        ratio("#[zk_lock] call p50 vs Curator InterProcessMutex cycle", annotated_call, curator_cycle, 0.6, true),
-        ratio(
-            "#[zk_lock] call p50 vs zookeeper-client Client::lock cycle",
-            annotated_call,
-            f("uncontended", "mutex", "zookeeper-client", "cycle_p50_us"),
+    let zkc_cycle = f("uncontended", "mutex", "zookeeper-client", "cycle_p50_us");
+    for (how, case) in [("calls apart", "mutex fn, #[zk_lock], calls apart"), ("back to back", "mutex fn, #[zk_lock]")]
+    {
+        let call = f("uncontended", case, "zk-lock", "cycle_p50_us");
+        out.push(ratio(
+            &format!("#[zk_lock] call p50, {how}, vs Curator InterProcessMutex cycle"),
+            call,
+            curator_cycle,
+            0.6,
+            true,
+        ));
+        out.push(ratio(
+            &format!("#[zk_lock] call p50, {how}, vs zookeeper-client Client::lock cycle"),
+            call,
+            zkc_cycle,
             0.8,
             true,
-        ),
-        ratio("#[zk_lock] call p50 vs one raw create", annotated_call, raw_create, 1.2, true),
-        info(
-            "(info) #[zk_lock] call p50 vs raw create + list back to back",
-            annotated_call,
-            f("floor", "raw ops", "zk-lock", "create_list_pipelined_p50_us"),
-        ),
-        info(
-            "(info) #[zk_lock] calls back to back, p50 vs Curator InterProcessMutex cycle",
-            back_to_back,
-            curator_cycle,
-        ),
-        info("(info) #[zk_lock] calls back to back, p50 vs one raw create", back_to_back, raw_create),
-        ratio(
-            "#[zk_lock] call p50 vs the same function with a hand-written guard",
-            back_to_back,
-            f("uncontended", "mutex fn, hand-written guard", "zk-lock", "cycle_p50_us"),
-            1.03,
-            true,
-        ),
-        info("(info) mutex cycle p50, release awaited, vs Curator InterProcessMutex cycle", ours_cycle, curator_cycle),
-        info(
-            "(info) mutex cycle p50, release awaited, vs raw create + delete",
-            ours_cycle,
-            f("floor", "raw ops", "zk-lock", "create_delete_p50_us"),
-        ),
-    ];
-    out.push(info(
-        "(info) uncontended mutex acquire p50 vs raw create + list back to back",
-        f("uncontended", "mutex", "zk-lock", "acquire_p50_us"),
-        f("floor", "raw ops", "zk-lock", "create_list_pipelined_p50_us"),
+        ));
+    }
+
+    // Memory of zk-lock's own process.
+    let memory: Vec<&Record> = records.iter().filter(|r| r.section == "memory" && r.client == "zk-lock").collect();
+    out.push(absolute(
+        "memory: bytes per held guard",
+        memory.iter().find(|r| r.case.starts_with("held")).and_then(|r| r.get("bytes_each")),
+        "<= 1024",
+        |b| b <= 1024.0,
     ));
-    let release = f("uncontended", "mutex", "zk-lock", "cycle_p50_us")
-        .zip(f("uncontended", "mutex", "zk-lock", "acquire_p50_us"))
-        .map(|(cycle, acquire)| cycle - acquire);
-    let watched_delete = f("floor", "raw ops", "zk-lock", "watch_delete_pipelined_p50_us");
-    out.push(info(
-        "(info) uncontended mutex release (cycle - acquire p50) vs raw watch + delete back to back",
-        release,
-        watched_delete,
-    ));
-    let writes = f("uncontended", "mutex", "zk-lock", "writes_per_op");
-    let reads = f("uncontended", "mutex", "zk-lock", "reads_per_op");
+    let waiting: Vec<&&Record> = memory.iter().filter(|r| r.case.starts_with("waiting")).collect();
+    for record in &waiting {
+        out.push(absolute(
+            &format!("memory: bytes per waiting acquisition, {}", record.case.trim_start_matches("waiting: ")),
+            record.get("bytes_each"),
+            "<= 4096",
+            |b| b <= 4096.0,
+        ));
+    }
+    if waiting.is_empty() {
+        out.push(absolute("memory: bytes per waiting acquisition", None, "<= 4096", |b| b <= 4096.0));
+    }
+    // The largest waiting case; judged only when it is at least 10,000 (the full run's are).
+    const MANY: f64 = 10_000.0;
+    let largest = waiting.iter().max_by(|a, b| a.get("count").unwrap_or(0.0).total_cmp(&b.get("count").unwrap_or(0.0)));
+    let count = largest.and_then(|r| r.get("count"));
     out.push(Target {
-        name: "writes per uncontended mutex cycle (server counter)".to_owned(),
-        ours: writes,
+        name: "memory: 10,000 waiting acquisitions in one process, all queued".to_owned(),
+        ours: count,
         theirs: None,
-        value: writes,
-        goal: "exactly 2".to_owned(),
-        // Pings of idle sessions land in the read counter, never in the write counter.
-        pass: writes.map(|w| (w - 2.0).abs() < 0.02),
+        value: count,
+        goal: ">= 10000, queued".to_owned(),
+        pass: largest.filter(|r| r.get("count").is_some_and(|n| n >= MANY)).map(|r| r.get("complete") == Some(1.0)),
     });
-    out.push(Target {
-        name: "reads per uncontended mutex cycle (server counter)".to_owned(),
-        ours: reads,
-        theirs: None,
-        value: reads,
-        goal: "<= 2".to_owned(),
-        // A ping or two of the other, idle sessions may fall in the window.
-        pass: reads.map(|r| r <= 2.02),
-    });
+
+    // No regression.
     out.push(ratio(
-        "contended W=8 locks/s vs Curator",
+        "no regression: contended W=8, sessions in one process: locks/s vs Curator",
         f("contended", "W=8", "zk-lock", "locks_per_s"),
         f("contended", "W=8", "curator", "locks_per_s"),
-        2.0,
+        1.4,
         false,
     ));
-    out.push(ratio(
-        "contended W=8 locks/s vs zookeeper-client",
-        f("contended", "W=8", "zk-lock", "locks_per_s"),
-        f("contended", "W=8", "zookeeper-client", "locks_per_s"),
-        1.0,
-        false,
+    out.push(absolute(
+        "no regression: queue drain N=1000: requests per hand-off",
+        f("drain", "N=1000", "zk-lock", "requests_per_op"),
+        "<= 1",
+        // N+1 deletes (the holder's too) for N hand-offs, and maybe a ping.
+        |r| r <= 1.0 + 3.0 / 1000.0,
     ));
-    let shared = |client| f("contended-tasks", "W=8", client, "locks_per_s");
+
+    // Information: earlier goals and what explains the numbers above.
+    let apart = f("uncontended", "mutex fn, #[zk_lock], calls apart", "zk-lock", "cycle_p50_us");
+    let back_to_back = f("uncontended", "mutex fn, #[zk_lock]", "zk-lock", "cycle_p50_us");
+    let raw = |key| f("floor", "raw ops", "zk-lock", key);
+    let ours_cycle = f("uncontended", "mutex", "zk-lock", "cycle_p50_us");
+    let acquire = f("uncontended", "mutex", "zk-lock", "acquire_p50_us");
+    out.push(info("(info) #[zk_lock] call p50, calls apart, vs one raw create", apart, raw("create_p50_us")));
+    out.push(info(
+        "(info) #[zk_lock] call p50, calls apart, vs raw create + list back to back",
+        apart,
+        raw("create_list_pipelined_p50_us"),
+    ));
+    out.push(info(
+        "(info) #[zk_lock] call p50 vs the same function with a hand-written guard",
+        back_to_back,
+        f("uncontended", "mutex fn, hand-written guard", "zk-lock", "cycle_p50_us"),
+    ));
+    out.push(info(
+        "(info) mutex cycle p50, release awaited, vs Curator InterProcessMutex cycle",
+        ours_cycle,
+        curator_cycle,
+    ));
+    out.push(info(
+        "(info) mutex cycle p50, release awaited, vs raw create + delete",
+        ours_cycle,
+        raw("create_delete_p50_us"),
+    ));
+    out.push(info(
+        "(info) uncontended mutex acquire p50 vs raw create + list back to back",
+        acquire,
+        raw("create_list_pipelined_p50_us"),
+    ));
+    out.push(info(
+        "(info) uncontended mutex release (cycle - acquire p50) vs raw watch + delete back to back",
+        ours_cycle.zip(acquire).map(|(cycle, acquire)| cycle - acquire),
+        raw("watch_delete_pipelined_p50_us"),
+    ));
+    out.push(info_value(
+        "(info) writes per uncontended mutex cycle (server counter)",
+        f("uncontended", "mutex", "zk-lock", "writes_per_op"),
+    ));
+    out.push(info_value(
+        "(info) reads per uncontended mutex cycle (server counter)",
+        f("uncontended", "mutex", "zk-lock", "reads_per_op"),
+    ));
+    let contended = |section, client| f(section, "W=8", client, "locks_per_s");
+    out.push(info(
+        "(info) contended W=8, sessions in one process: locks/s vs zookeeper-client",
+        contended("contended", "zk-lock"),
+        contended("contended", "zookeeper-client"),
+    ));
     out.push(info(
         "(info) contended W=8, tasks sharing one session: locks/s vs Curator",
-        shared("zk-lock"),
-        shared("curator"),
+        contended("contended-tasks", "zk-lock"),
+        contended("contended-tasks", "curator"),
     ));
     out.push(info(
         "(info) contended W=8, tasks sharing one session: locks/s vs zookeeper-client",
-        shared("zk-lock"),
-        shared("zookeeper-client"),
+        contended("contended-tasks", "zk-lock"),
+        contended("contended-tasks", "zookeeper-client"),
     ));
-    let across = |client| f("contended-processes", "W=8", client, "locks_per_s");
     out.push(info(
-        "(info) contended W=8, one process per session: locks/s vs zookeeper-client",
-        across("zk-lock"),
-        across("zookeeper-client"),
-    ));
-    let per_handoff = f("drain", "N=1000", "zk-lock", "requests_per_op");
-    out.push(Target {
-        name: "queue drain N=1000: requests per hand-off".to_owned(),
-        ours: per_handoff,
-        theirs: None,
-        value: per_handoff,
-        goal: "<= 1".to_owned(),
-        // N+1 deletes (the holder's too) for N hand-offs, and maybe a ping.
-        pass: per_handoff.map(|r| r <= 1.0 + 3.0 / 1000.0),
-    });
-    out.push(ratio(
-        "queue drain N=1000: drain time vs Curator",
+        "(info) queue drain N=1000: drain time vs Curator",
         f("drain", "N=1000", "zk-lock", "drain_ms"),
         f("drain", "N=1000", "curator", "drain_ms"),
-        0.5,
-        true,
     ));
     out
 }
