@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
+use crate::partition::{signals, Trial};
 use crate::peer::{samples, Measured};
 use crate::stats::{Requests, Summary};
 
@@ -164,6 +165,68 @@ pub fn memory(client: &'static str, case: String, result: &Value) -> Record {
     record.set("complete", if result["complete"] == false { 0.0 } else { 1.0 });
     if result["complete"] == false {
         record.note = Some("setup incomplete in time: read anyway".to_owned());
+    }
+    record
+}
+
+/// A `partition` cell: the trials' median and worst of each time, in ms after the cut. A signal that
+/// did not come within the deadline counts as infinitely late, so a median or worst that is "never"
+/// is left out of the metrics (the counts say how many trials saw it).
+pub fn partition(client: &'static str, case: String, trials: &[Trial], deadline_ms: f64) -> Record {
+    let mut record = Record::new("partition", case, client);
+    let n = trials.len();
+    record.set("trials", n as f64);
+    record.set("deadline_ms", deadline_ms);
+    let mut stats = |name: &str, values: Vec<f64>, worst_is_max: bool| {
+        let mut sorted = values;
+        sorted.sort_by(f64::total_cmp);
+        record.set(format!("{name}_count"), sorted.iter().filter(|v| v.is_finite()).count() as f64);
+        if sorted.is_empty() {
+            return;
+        }
+        let worst = if worst_is_max { sorted[sorted.len() - 1] } else { sorted[0] };
+        // The median proper (the mean of the middle two of an even count): of two trials, the
+        // nearest-rank p50 would be one of them, the better or the worse.
+        let (low, high) = (sorted[(sorted.len() - 1) / 2], sorted[sorted.len() / 2]);
+        for (key, value) in [("median", (low + high) / 2.0), ("worst", worst)] {
+            if value.is_finite() {
+                record.set(format!("{name}_{key}_ms"), value);
+            }
+        }
+    };
+    let never = |t: Option<f64>| t.unwrap_or(f64::INFINITY);
+    stats("told", trials.iter().map(|t| never(t.told)).collect(), true);
+    stats("granted", trials.iter().map(|t| never(t.granted)).collect(), true);
+    // The other signal is shown by its median only.
+    stats("also", trials.iter().map(|t| never(t.also)).collect(), true);
+    // granted - told: positive when the holder was told first. Trials where neither came say
+    // nothing.
+    let margins: Vec<f64> = trials
+        .iter()
+        .filter(|t| t.told.is_some() || t.granted.is_some())
+        .map(|t| never(t.granted) - never(t.told))
+        .collect();
+    stats("margin", margins, false);
+    let granted_first = trials.iter().filter(|t| t.granted.is_some_and(|g| g < never(t.told))).count();
+    record.set("granted_first", granted_first as f64);
+    let (told_by, also) = signals(client);
+    let seconds = deadline_ms / 1000.0;
+    let mut notes = Vec::new();
+    let missing = |count: usize| n - count;
+    let told = trials.iter().filter(|t| t.told.is_some()).count();
+    if told < n {
+        notes.push(format!("{told_by} not seen within {seconds} s in {} of {n} trials", missing(told)));
+    }
+    let granted = trials.iter().filter(|t| t.granted.is_some()).count();
+    if granted < n {
+        notes.push(format!("not granted within {seconds} s in {} of {n} trials", missing(granted)));
+    }
+    let seen = trials.iter().filter(|t| t.also.is_some()).count();
+    if let Some(also) = also.filter(|_| seen < n) {
+        notes.push(format!("{also} not seen within {seconds} s in {} of {n} trials", missing(seen)));
+    }
+    if !notes.is_empty() {
+        record.note = Some(notes.join("; "));
     }
     record
 }
@@ -368,6 +431,50 @@ pub fn print_tables(records: &[Record]) {
     });
     print_table(
         "memory: bytes this process holds per waiting acquisition / per held guard (counting allocator)",
+        &header,
+        rows,
+    );
+
+    let header = [
+        "case",
+        "client",
+        "trials",
+        "told by",
+        "told median",
+        "told worst",
+        "granted median",
+        "granted worst",
+        "margin median",
+        "margin worst",
+        "granted first",
+        "other signal, median",
+        "note",
+    ];
+    let rows = table_rows(section("partition"), &header, |r| {
+        let (told_by, also) = signals(r.client);
+        // A missing time with fewer trials seeing it than there were: it never came.
+        let time = |name: &str, key: &str| match r.get(&format!("{name}_{key}_ms")) {
+            Some(ms) => fmt(Some(ms), 0),
+            None if r.get(&format!("{name}_count")) < r.get("trials") => "never".to_owned(),
+            None => "-".to_owned(),
+        };
+        vec![
+            fmt(r.get("trials"), 0),
+            told_by.to_owned(),
+            time("told", "median"),
+            time("told", "worst"),
+            time("granted", "median"),
+            time("granted", "worst"),
+            fmt(r.get("margin_median_ms"), 0),
+            fmt(r.get("margin_worst_ms"), 0),
+            format!("{} of {}", fmt(r.get("granted_first"), 0), fmt(r.get("trials"), 0)),
+            also.map_or_else(|| "-".to_owned(), |also| format!("{also} {}", time("also", "median"))),
+        ]
+    });
+    print_table(
+        "told after a partition: a holder's link to the server cut both ways at t0, another session waiting \
+         (ms after t0; margin = granted - told, negative: granted before the holder was told; worst = latest \
+         told or granted, smallest margin)",
         &header,
         rows,
     );
@@ -694,6 +801,7 @@ pub fn records_of(report: &Value) -> Result<Vec<Record>, String> {
             "contended-processes" => "contended-processes",
             "drain" => "drain",
             "memory" => "memory",
+            "partition" => "partition",
             other => return Err(format!("unknown section `{other}`")),
         };
         let client = match text(item, "client").as_str() {
@@ -765,7 +873,8 @@ fn median(values: &[f64]) -> f64 {
 mod tests {
     use serde_json::json;
 
-    use super::{pretty, records_of, Record};
+    use super::{partition, pretty, records_of, Record};
+    use crate::partition::Trial;
 
     #[test]
     fn report_numbers_and_round_trip() {
@@ -778,5 +887,24 @@ mod tests {
         let text = pretty(json!({"records": [record.to_json()]}));
         let back = records_of(&serde_json::from_str(&text).unwrap()).unwrap();
         assert_eq!((back[0].get("n"), back[0].note.as_deref()), (Some(200.0), Some("a \"note\"")));
+    }
+
+    #[test]
+    fn partition_trials_never_told_count_as_infinitely_late() {
+        let trial = |told, granted| Trial { told, granted, also: None };
+        let told_first =
+            partition("zk-lock", "c".into(), &[trial(Some(2.0), Some(4.0)), trial(Some(3.0), Some(6.0))], 10.0);
+        let get = |r: &Record, key| r.get(key);
+        assert_eq!(get(&told_first, "told_median_ms"), Some(2.5));
+        assert_eq!(get(&told_first, "told_worst_ms"), Some(3.0));
+        assert_eq!((get(&told_first, "margin_worst_ms"), get(&told_first, "granted_first")), (Some(2.0), Some(0.0)));
+        assert_eq!(told_first.note, None);
+
+        let never_told = partition("kazoo", "c".into(), &[trial(None, Some(4.0)), trial(Some(7.0), Some(4.5))], 10.0);
+        // One of two never told: the median and the worst are "never", so not in the metrics.
+        assert_eq!((get(&never_told, "told_median_ms"), get(&never_told, "told_worst_ms")), (None, None));
+        assert_eq!(get(&never_told, "told_count"), Some(1.0));
+        assert_eq!((get(&never_told, "margin_worst_ms"), get(&never_told, "granted_first")), (None, Some(2.0)));
+        assert!(never_told.note.as_deref().is_some_and(|n| n.starts_with("LOST not seen within 0.01 s in 1 of 2")));
     }
 }
