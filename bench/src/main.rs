@@ -2,9 +2,9 @@
 //! 5.4 and kazoo, on one ZooKeeper server, in one run, with the same parameters.
 //!
 //! ```text
-//! scripts/bench                       # everything, ~3-4 minutes; table on stdout,
+//! scripts/bench                       # everything, ~6 minutes; table on stdout,
 //!                                     # JSON in target/bench/results.json
-//! scripts/bench --quick               # a ~30 s smoke run
+//! scripts/bench --quick               # a ~2 minute smoke run
 //! scripts/bench --rows uncontended,drain --clients zk-lock,curator
 //! cargo run --release -p zk-lock-bench -- --help
 //! ```
@@ -50,7 +50,8 @@ usage: bench [--quick] [--rows LIST] [--clients LIST] [--out PATH]
              [--cycles N] [--warmup N] [--measure-secs S]
        bench --median [--out PATH] REPORT.json...
 
-  --quick           a ~30 s smoke run: fewer cycles, shorter windows, smaller queues
+  --quick           a ~2 minute smoke run: fewer cycles, shorter windows, smaller queues,
+                    2 partition trials
   --rows LIST       comma-separated: floor,uncontended,contended,contended-tasks,
                     contended-processes,drain,memory,partition (default: all)
   --clients LIST    comma-separated: zk-lock,zookeeper-client,curator,kazoo (default: all)
