@@ -39,7 +39,7 @@ pub struct Trial {
     pub told: Option<f64>,
     pub granted: Option<f64>,
     /// The library's other signal (see [`signals`]).
-    pub also: Option<f64>,
+    pub other: Option<f64>,
 }
 
 /// What tells each client's holder it lost the lock, and its other signal (recorded too).
@@ -73,7 +73,8 @@ async fn zk_lock_trial(proxy: &Proxy, server: SocketAddr, observer: &zk_lock::Cl
     let holder = connect(proxy.connect_string()).await?;
     let guard = zk_lock::Mutex::with_client(&holder, path).lock_timeout(SETUP).await.map_err(err("holder lock"))?;
     let lost = guard.lost();
-    let other = zk_lock::Mutex::with_client(&connect(server.to_string()).await?, path);
+    let other_client = connect(server.to_string()).await?;
+    let other = zk_lock::Mutex::with_client(&other_client, path);
     let contender = tokio::spawn(async move {
         let guard = other.lock_timeout(SETUP + DEADLINE).await.map_err(err("the other session's lock"))?;
         let granted = Instant::now();
@@ -100,6 +101,7 @@ async fn zk_client_trial(proxy: &Proxy, server: SocketAddr, observer: &zk_lock::
             .map_err(|e| format!("connect: {e}"))
     };
     let holder = connect(proxy.connect_string()).await?;
+    // Held until the trial ends.
     let _held = timeout(SETUP, zkc_lock(&holder, path)).await.map_err(|_| "holder lock timed out".to_owned())??;
     let other = connect(server.to_string()).await?;
     let other_path = path.to_owned();
@@ -142,7 +144,7 @@ async fn cut_and_time(
     path: &str,
     told: Signal,
     granted: Signal,
-    also: Option<Signal>,
+    other: Option<Signal>,
 ) -> Res<Trial> {
     queued(observer, path).await?;
     let t0 = Instant::now();
@@ -155,9 +157,9 @@ async fn cut_and_time(
             Err(_) => Ok(None),
         }
     };
-    let (told, granted, also) = tokio::join!(at(Some(told)), at(Some(granted)), at(also));
+    let (told, granted, other) = tokio::join!(at(Some(told)), at(Some(granted)), at(other));
     proxy.heal();
-    Ok(Trial { told: told?, granted: granted?, also: also? })
+    Ok(Trial { told: told?, granted: granted?, other: other? })
 }
 
 /// Milliseconds from `t0` to `t`, negative if `t` came first.
@@ -186,8 +188,8 @@ pub async fn peer_trial(peer: &mut Peer, server: SocketAddr, observer: &zk_lock:
     let result = peer.finish(&line?).await?;
     queued?;
     let at = |key: &str| result[key].as_i64().map(|ns| (ns - t0) as f64 / 1e6);
-    let (told, also) = (at("lost_ns"), at("suspended_ns"));
-    Ok(Trial { told, granted: at("granted_ns"), also })
+    let (told, other) = (at("lost_ns"), at("suspended_ns"));
+    Ok(Trial { told, granted: at("granted_ns"), other })
 }
 
 /// Unix-time nanoseconds, the clock the peers report on.

@@ -17,11 +17,14 @@ pub struct Record {
     pub metrics: BTreeMap<String, f64>,
     /// Why the cell is empty, or a caveat.
     pub note: Option<String>,
+    /// What the JSON report also keeps as it is, for reading (`--median` does not read it back):
+    /// the partition row's times of each trial.
+    pub raw: Option<(&'static str, Value)>,
 }
 
 impl Record {
     pub fn new(section: &'static str, case: impl Into<String>, client: &'static str) -> Record {
-        Record { section, case: case.into(), client, metrics: BTreeMap::new(), note: None }
+        Record { section, case: case.into(), client, metrics: BTreeMap::new(), note: None, raw: None }
     }
 
     pub fn failed(section: &'static str, case: impl Into<String>, client: &'static str, why: String) -> Record {
@@ -59,6 +62,9 @@ impl Record {
         map.insert("client".into(), self.client.into());
         if let Some(note) = &self.note {
             map.insert("note".into(), note.clone().into());
+        }
+        if let Some((key, raw)) = &self.raw {
+            map.insert((*key).into(), raw.clone());
         }
         Value::Object(map)
     }
@@ -198,7 +204,7 @@ pub fn partition(client: &'static str, case: String, trials: &[Trial], deadline_
     stats("told", trials.iter().map(|t| never(t.told)).collect(), true);
     stats("granted", trials.iter().map(|t| never(t.granted)).collect(), true);
     // The other signal is shown by its median only.
-    stats("also", trials.iter().map(|t| never(t.also)).collect(), true);
+    stats("other_signal", trials.iter().map(|t| never(t.other)).collect(), true);
     // granted - told: positive when the holder was told first. Trials where neither came say
     // nothing.
     let margins: Vec<f64> = trials
@@ -209,6 +215,9 @@ pub fn partition(client: &'static str, case: String, trials: &[Trial], deadline_
     stats("margin", margins, false);
     let granted_first = trials.iter().filter(|t| t.granted.is_some_and(|g| g < never(t.told))).count();
     record.set("granted_first", granted_first as f64);
+    let each: Vec<Value> =
+        trials.iter().map(|t| json!({"told": t.told, "granted": t.granted, "other_signal": t.other})).collect();
+    record.raw = Some(("trials_ms", Value::from(each)));
     let (told_by, also) = signals(client);
     let seconds = deadline_ms / 1000.0;
     let mut notes = Vec::new();
@@ -221,7 +230,7 @@ pub fn partition(client: &'static str, case: String, trials: &[Trial], deadline_
     if granted < n {
         notes.push(format!("not granted within {seconds} s in {} of {n} trials", missing(granted)));
     }
-    let seen = trials.iter().filter(|t| t.also.is_some()).count();
+    let seen = trials.iter().filter(|t| t.other.is_some()).count();
     if let Some(also) = also.filter(|_| seen < n) {
         notes.push(format!("{also} not seen within {seconds} s in {} of {n} trials", missing(seen)));
     }
@@ -468,7 +477,7 @@ pub fn print_tables(records: &[Record]) {
             fmt(r.get("margin_median_ms"), 0),
             fmt(r.get("margin_worst_ms"), 0),
             format!("{} of {}", fmt(r.get("granted_first"), 0), fmt(r.get("trials"), 0)),
-            also.map_or_else(|| "-".to_owned(), |also| format!("{also} {}", time("also", "median"))),
+            also.map_or_else(|| "-".to_owned(), |also| format!("{also} {}", time("other_signal", "median"))),
         ]
     });
     print_table(
@@ -891,7 +900,7 @@ mod tests {
 
     #[test]
     fn partition_trials_never_told_count_as_infinitely_late() {
-        let trial = |told, granted| Trial { told, granted, also: None };
+        let trial = |told, granted| Trial { told, granted, other: None };
         let told_first =
             partition("zk-lock", "c".into(), &[trial(Some(2.0), Some(4.0)), trial(Some(3.0), Some(6.0))], 10.0);
         let get = |r: &Record, key| r.get(key);
