@@ -14,6 +14,13 @@ Commands (times in milliseconds; every loop is bounded in count and in time):
   uncontended <mutex|write|read|semaphore> <path> <warm> <n> <budget-ms>
   contended <path> <sessions> <warm-ms> <measure-ms> [one-session]
   drain <path> <waiters> <timeout-ms>
+  partition <path> <holder-connect> <session-ms> <deadline-ms>
+      a holder session connected to holder-connect (the bench's proxy) takes the Lock, and a
+      second session, connected to the server directly, waits for it in a thread; after `go`
+      (the bench has cut the proxy just before) it waits, at most deadline-ms, for the holder's
+      first SUSPENDED and LOST (its state listener) and for the other session's grant, and
+      prints when each came in Unix-time nanoseconds (suspended_ns, lost_ns, granted_ns; a key
+      is missing when that did not happen in time). Both sessions use session-ms.
 
 Latencies are printed in microseconds; the bench computes every statistic itself.
 
@@ -31,7 +38,7 @@ import threading
 import time
 import traceback
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import LockTimeout
 
 SESSION_TIMEOUT_S = 60.0
@@ -39,8 +46,8 @@ CONNECT_WAIT_S = 30.0
 SEMAPHORE_LEASES = 4
 
 
-def connect(hosts):
-    client = KazooClient(hosts=hosts, timeout=SESSION_TIMEOUT_S)
+def connect(hosts, session_timeout_s=SESSION_TIMEOUT_S):
+    client = KazooClient(hosts=hosts, timeout=session_timeout_s)
     client.start(timeout=CONNECT_WAIT_S)
     return client
 
@@ -110,6 +117,8 @@ class Bench:
             return self.contended(args[0], int(args[1]), int(args[2]), int(args[3]), len(args) == 5)
         if command == "drain" and len(args) == 3:
             return self.drain(args[0], int(args[1]), int(args[2]))
+        if command == "partition" and len(args) == 4:
+            return self.partition(args[0], args[1], int(args[2]), int(args[3]))
         raise ValueError("bad command: %s %s" % (command, " ".join(args)))
 
     # ---- floor ----------------------------------------------------------------------------
@@ -297,6 +306,54 @@ class Bench:
             "drain_s": (end - start) / 1e9,
         }
 
+    # ---- partition ------------------------------------------------------------------------
+
+    def partition(self, path, holder_hosts, session_ms, deadline_ms):
+        session_s = session_ms / 1000.0
+        times = {}
+        guard = threading.Lock()
+        all_in = threading.Event()
+
+        def note(key):
+            """Records the first time `key` happened."""
+            with guard:
+                times.setdefault(key, time.time_ns())
+                if len(times) == 3:
+                    all_in.set()
+
+        def listener(state):
+            if state == KazooState.SUSPENDED:
+                note("suspended_ns")
+            elif state == KazooState.LOST:
+                note("lost_ns")
+
+        holder_client = connect(holder_hosts, session_s)
+        self.extra.append(holder_client)
+        holder_client.add_listener(listener)
+        if not holder_client.Lock(path).acquire(timeout=PARTITION_SETUP_S):
+            raise RuntimeError("the holder did not get %s in time" % path)
+        other_client = connect(self.hosts, session_s)
+        self.extra.append(other_client)
+
+        def wait_for_the_lock():
+            lock = other_client.Lock(path)
+            try:
+                if lock.acquire(timeout=PARTITION_SETUP_S + deadline_ms / 1000.0):
+                    note("granted_ns")
+                    lock.release()
+            except Exception:  # noqa: BLE001 - closed at clean-up while waiting: not granted
+                pass
+
+        threading.Thread(target=wait_for_the_lock, daemon=True).start()
+        # The bench waits until the other session's node is queued, then cuts and says go.
+        armed()
+        all_in.wait(deadline_ms / 1000.0)
+        with guard:
+            return dict(times)
+
+
+# How long connecting, the holder's acquire and the other session's queueing may take.
+PARTITION_SETUP_S = 30.0
 
 CONTENDER_WARM_CYCLES = 50
 

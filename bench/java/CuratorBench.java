@@ -13,6 +13,7 @@ import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
@@ -47,6 +48,15 @@ import org.apache.zookeeper.KeeperException;
  *   <li>{@code drain <path> <waiters> <timeout-ms>}: a holder, then {@code waiters} threads
  *       queued on one session; after {@code go} the holder releases and every waiter takes and
  *       releases the lock in turn.
+ *   <li>{@code partition <path> <holder-connect> <session-ms> <deadline-ms>}: a holder session
+ *       connected to {@code holder-connect} (the bench's proxy) takes the InterProcessMutex, and
+ *       a second session, connected to the server directly, waits for it in a thread. After
+ *       {@code go} (the bench has cut the proxy just before) it waits, at most
+ *       {@code deadline-ms}, for the holder's first SUSPENDED and LOST (its
+ *       ConnectionStateListener) and for the other session's grant, and prints when each came,
+ *       in Unix-time nanoseconds ({@code suspended_ns}, {@code lost_ns}, {@code granted_ns};
+ *       a key is missing when that did not happen in time). Both sessions use
+ *       {@code session-ms}.
  * </ul>
  *
  * <p>Latencies are printed in microseconds.
@@ -103,9 +113,13 @@ public final class CuratorBench {
     }
 
     private static CuratorFramework connect(String connectString) throws InterruptedException {
+        return connect(connectString, SESSION_TIMEOUT_MS);
+    }
+
+    private static CuratorFramework connect(String connectString, int sessionTimeoutMs) throws InterruptedException {
         CuratorFramework client = CuratorFrameworkFactory.builder()
                 .connectString(connectString)
-                .sessionTimeoutMs(SESSION_TIMEOUT_MS)
+                .sessionTimeoutMs(sessionTimeoutMs)
                 .connectionTimeoutMs(CONNECTION_TIMEOUT_MS)
                 .retryPolicy(new RetryNTimes(3, 100))
                 .build();
@@ -162,6 +176,9 @@ public final class CuratorBench {
             case "drain":
                 need(a, 3, "drain <path> <waiters> <timeout-ms>");
                 return drain(a[0], Integer.parseInt(a[1]), Long.parseLong(a[2]));
+            case "partition":
+                need(a, 4, "partition <path> <holder-connect> <session-ms> <deadline-ms>");
+                return partition(a[0], a[1], Integer.parseInt(a[2]), Long.parseLong(a[3]));
             default:
                 throw new IllegalArgumentException("unknown command " + command);
         }
@@ -576,6 +593,63 @@ public final class CuratorBench {
                 .end();
     }
 
+    // ---- partition ------------------------------------------------------------------------------
+
+    /** How long connecting, the holder's acquire and the other session's queueing may take. */
+    private static final long SETUP_MS = 30_000L;
+
+    private String partition(String path, String holderConnect, int sessionMs, long deadlineMs) throws Exception {
+        AtomicLong suspended = new AtomicLong();
+        AtomicLong lost = new AtomicLong();
+        AtomicLong granted = new AtomicLong();
+        // Counted down once by each of the three, the first time it happens.
+        CountDownLatch signals = new CountDownLatch(3);
+        CuratorFramework holderClient = connect(holderConnect, sessionMs);
+        extra.add(holderClient);
+        holderClient.getConnectionStateListenable().addListener((client, state) -> {
+            if (state == ConnectionState.SUSPENDED && suspended.compareAndSet(0, wallNanos())) {
+                signals.countDown();
+            }
+            if (state == ConnectionState.LOST && lost.compareAndSet(0, wallNanos())) {
+                signals.countDown();
+            }
+        });
+        InterProcessMutex holder = new InterProcessMutex(holderClient, path);
+        if (!holder.acquire(SETUP_MS, TimeUnit.MILLISECONDS)) {
+            throw new IllegalStateException("the holder did not get " + path + " in time");
+        }
+        CuratorFramework otherClient = connect(connectString, sessionMs);
+        extra.add(otherClient);
+        InterProcessMutex other = new InterProcessMutex(otherClient, path);
+        Thread waiter = new Thread(() -> {
+            try {
+                if (other.acquire(SETUP_MS + deadlineMs, TimeUnit.MILLISECONDS)) {
+                    granted.set(wallNanos());
+                    signals.countDown();
+                    other.release();
+                }
+            } catch (Exception e) {
+                // Its session was closed at clean-up while it still waited: not granted.
+            }
+        }, "partition-contender");
+        waiter.setDaemon(true);
+        waiter.start();
+        // The bench waits until the other session's node is queued, then cuts and says go.
+        armed();
+        signals.await(deadlineMs, TimeUnit.MILLISECONDS);
+        Json json = new Json();
+        if (suspended.get() != 0) {
+            json.integer("suspended_ns", suspended.get());
+        }
+        if (lost.get() != 0) {
+            json.integer("lost_ns", lost.get());
+        }
+        if (granted.get() != 0) {
+            json.integer("granted_ns", granted.get());
+        }
+        return json.end();
+    }
+
     // ---- output ---------------------------------------------------------------------------------
 
     /** A flat JSON object of numbers and number arrays. */
@@ -597,6 +671,12 @@ public final class CuratorBench {
             } else {
                 sb.append(value);
             }
+            return this;
+        }
+
+        /** A whole number printed exactly (a Unix-time nanosecond does not fit a double). */
+        Json integer(String key, long value) {
+            key(key).sb.append(value);
             return this;
         }
 

@@ -6,7 +6,9 @@
 //! it cannot, and this row measures what a hand-off costs then, next to the peers' figures for
 //! the deployment users actually run (one process per session).
 //!
-//! Protocol on the worker's stdin/stdout: it connects and prints `ready`; it reads
+//! Protocol on the worker's stdin/stdout: it connects, takes and releases the lock once (as the
+//! peers' warm-up does: the lock's parent then exists before the counters are read, so its
+//! creation is not counted against the grants) and prints `ready`; it reads
 //! `go <base> <warm> <measure>` (Unix-time nanoseconds, nanoseconds, nanoseconds) and loops on
 //! the mutex until `base + warm + measure`; it prints `result <json>` and closes its session
 //! when its stdin closes, so that the session's close falls outside the parent's counters.
@@ -134,6 +136,11 @@ async fn work(kind: Native, connect: &str, path: &str) -> Res<()> {
         }
         Native::ZkClient => Lock::ZkClient(native::connect_zk_client(connect).await?, path.to_owned()),
     };
+    // The first lock call on a path may create its parent (a failed create, then the parent's):
+    // done here, before the counters, once per process.
+    if lock.cycle(Instant::now() + Duration::from_secs(30), 0).await?.is_none() {
+        return Err("the warm-up lock call timed out".to_owned());
+    }
     println!("ready");
     let line = read_line().await?.ok_or("stdin closed before `go`")?;
     let numbers: Vec<i128> = line.strip_prefix("go ").unwrap_or("").split(' ').filter_map(|n| n.parse().ok()).collect();

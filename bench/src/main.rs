@@ -2,9 +2,9 @@
 //! 5.4 and kazoo, on one ZooKeeper server, in one run, with the same parameters.
 //!
 //! ```text
-//! scripts/bench                       # everything, ~3-4 minutes; table on stdout,
+//! scripts/bench                       # everything, ~6 minutes; table on stdout,
 //!                                     # JSON in target/bench/results.json
-//! scripts/bench --quick               # a ~30 s smoke run
+//! scripts/bench --quick               # a ~2 minute smoke run
 //! scripts/bench --rows uncontended,drain --clients zk-lock,curator
 //! cargo run --release -p zk-lock-bench -- --help
 //! ```
@@ -14,7 +14,9 @@
 //! process with one client does), `contended-processes` (W sessions, one OS process each: this
 //! binary re-run with the hidden `--contender` arguments, or one JVM / python interpreter per
 //! session running the peer's `--contender` mode), `drain` (N queued waiters released in
-//! turn), `memory` (bytes per waiting acquisition and per held guard in this process). Request
+//! turn), `memory` (bytes per waiting acquisition and per held guard in this process),
+//! `partition` (a holder cut off from the server: when it is told, when another session is
+//! granted the lock). Request
 //! counts come from the server's own counters (`mntr`), read around each client's measurement.
 //! The Curator and kazoo peers (`bench/java/CuratorBench.java`, `bench/kazoo_bench.py`)
 //! measure themselves and print raw samples; every statistic is computed here, with the same code.
@@ -23,6 +25,7 @@
 mod alloc;
 mod contender;
 mod native;
+mod partition;
 mod peer;
 mod report;
 mod stats;
@@ -47,10 +50,10 @@ usage: bench [--quick] [--rows LIST] [--clients LIST] [--out PATH]
              [--cycles N] [--warmup N] [--measure-secs S]
        bench --median [--out PATH] REPORT.json...
 
-  --quick           a ~30 s smoke run: fewer cycles, shorter windows, smaller queues
+  --quick           a ~2 minute smoke run: fewer cycles, shorter windows, smaller queues,
+                    2 partition trials
   --rows LIST       comma-separated: floor,uncontended,contended,contended-tasks,
-                    contended-processes,drain,
-                    memory (default: all)
+                    contended-processes,drain,memory,partition (default: all)
   --clients LIST    comma-separated: zk-lock,zookeeper-client,curator,kazoo (default: all)
   --out PATH        where to write the JSON report (default: target/bench/results.json)
   --cycles N        measured operations per floor/uncontended case (default 1000, quick 200)
@@ -71,9 +74,10 @@ enum Row {
     ContendedProcesses,
     Drain,
     Memory,
+    Partition,
 }
 
-const ROWS: [(&str, Row); 7] = [
+const ROWS: [(&str, Row); 8] = [
     ("floor", Row::Floor),
     ("uncontended", Row::Uncontended),
     ("contended", Row::Contended),
@@ -81,6 +85,7 @@ const ROWS: [(&str, Row); 7] = [
     ("contended-processes", Row::ContendedProcesses),
     ("drain", Row::Drain),
     ("memory", Row::Memory),
+    ("partition", Row::Partition),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,6 +134,8 @@ struct Opts {
     /// Guards held at once in the memory row.
     held: usize,
     memory_timeout: Duration,
+    /// Trials of each client in the partition row.
+    partition_trials: usize,
     /// The floor and uncontended rows run in this many rounds, the clients taking turns, so
     /// that a burst of load on the machine does not land on one client only.
     rounds: usize,
@@ -161,6 +168,7 @@ impl Opts {
             waiting: if quick { vec![(10, 100)] } else { vec![(100, 100), (10, 1000)] },
             held: if quick { 200 } else { 2000 },
             memory_timeout: Duration::from_secs(if quick { 60 } else { 120 }),
+            partition_trials: if quick { 2 } else { 5 },
             rounds: if quick { 1 } else { 3 },
             server_warmup: if quick { 2000 } else { 8000 },
             args: args.clone(),
@@ -301,8 +309,14 @@ fn median_of_runs(args: &[String]) -> ExitCode {
     );
     report::print_tables(&records);
     let targets = report::targets(&records);
-    let per_run: Vec<Vec<Option<f64>>> =
-        runs.iter().map(|run| report::targets(run).iter().map(|t| t.value).collect()).collect();
+    // Matched by name: a run may lack a case (and so a target) that another run has.
+    let per_run: Vec<Vec<Option<f64>>> = runs
+        .iter()
+        .map(|run| {
+            let mine = report::targets(run);
+            targets.iter().map(|t| mine.iter().find(|m| m.name == t.name).and_then(|m| m.value)).collect()
+        })
+        .collect();
     report::print_targets(&targets, Some(&per_run));
     if let Some(out) = out {
         let report = json!({
@@ -414,6 +428,7 @@ async fn run(opts: &Opts, server: &TestingServer, data: (PathBuf, bool)) -> Exit
             Row::ContendedProcesses => contended_processes_row(&mut ctx).await,
             Row::Drain => drain_row(&mut ctx).await,
             Row::Memory => memory_row(&mut ctx).await,
+            Row::Partition => partition_row(&mut ctx).await,
         }
     }
     let Ctx { curator, kazoo, records, .. } = ctx;
@@ -466,15 +481,17 @@ async fn on_peer(
     timeout: Duration,
 ) -> Result<Measured, String> {
     let server = ctx.server;
+    peer_of(ctx, client)?.measure(&command, server, queued, timeout).await
+}
+
+/// The peer of `client`, or why there is none.
+fn peer_of<'c>(ctx: &'c mut Ctx<'_>, client: ClientId) -> Result<&'c mut Peer, String> {
     let peer = match client {
         ClientId::Curator => &mut ctx.curator,
         ClientId::Kazoo => &mut ctx.kazoo,
         _ => return Err("not a peer".to_owned()),
     };
-    match peer {
-        Ok(peer) => peer.measure(&command, server, queued, timeout).await,
-        Err(e) => Err(format!("peer unavailable: {}", e.lines().next().unwrap_or(""))),
-    }
+    peer.as_mut().map_err(|e| format!("peer unavailable: {}", e.lines().next().unwrap_or("")))
 }
 
 fn path_of(client: ClientId, row: &str, case: &str) -> String {
@@ -791,6 +808,50 @@ fn memory_record(ctx: &mut Ctx<'_>, client: ClientId, case: String, measured: Re
     ctx.records.push(record);
 }
 
+/// Each client's holder cut off from the server in turn, `partition_trials` times; the other
+/// session and an observer (which watches for it to queue) connect directly.
+async fn partition_row(ctx: &mut Ctx<'_>) {
+    let case = format!("session {} s", partition::SESSION.as_secs());
+    let observer = native::connect_zk_lock(&ctx.connect).await;
+    for client in ctx.opts.clients.clone() {
+        let mut trials = Vec::new();
+        let mut failure = None;
+        for i in 0..ctx.opts.partition_trials {
+            let path = path_of(client, "partition", &format!("t{i}"));
+            let server = ctx.server;
+            let trial = match (&observer, client.native()) {
+                (Err(e), _) => Err(format!("observer: {e}")),
+                (Ok(observer), Some(kind)) => partition::native_trial(kind, server, observer, &path).await,
+                (Ok(observer), None) => match peer_of(ctx, client) {
+                    Ok(peer) => partition::peer_trial(peer, server, observer, &path).await,
+                    Err(e) => Err(e),
+                },
+            };
+            match trial {
+                Ok(trial) => trials.push(trial),
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        let deadline_ms = partition::DEADLINE.as_secs_f64() * 1000.0;
+        let record = match failure {
+            None => report::partition(client.name(), case.clone(), &trials, deadline_ms),
+            Some(e) => Record::failed("partition", case.clone(), client.name(), e),
+        };
+        log(
+            &record,
+            &format!(
+                "told median {:.0} ms, granted median {:.0} ms",
+                record.get("told_median_ms").unwrap_or(f64::NAN),
+                record.get("granted_median_ms").unwrap_or(f64::NAN)
+            ),
+        );
+        ctx.records.push(record);
+    }
+}
+
 fn read_first_line(path: &str) -> String {
     std::fs::read_to_string(path).ok().and_then(|t| t.lines().next().map(str::to_owned)).unwrap_or_default()
 }
@@ -855,5 +916,8 @@ fn parameters(opts: &Opts) -> Value {
         "rounds": opts.rounds,
         "server_warmup_iterations": opts.server_warmup,
         "session_timeout_s": native::SESSION_TIMEOUT.as_secs_f64(),
+        "partition_trials": opts.partition_trials,
+        "partition_session_timeout_s": partition::SESSION.as_secs_f64(),
+        "partition_deadline_s": partition::DEADLINE.as_secs_f64(),
     })
 }

@@ -140,30 +140,45 @@ impl Peer {
         queued: Option<Queued>,
         run_timeout: Duration,
     ) -> Result<Measured, String> {
-        if self.broken {
-            return Err(format!("the {} peer stopped answering earlier", self.name));
-        }
         let base = Counters::read_async(server).await?;
-        self.send(command).await?;
-        match self.expect("armed", Instant::now() + run_timeout).await {
-            Ok(_) => {}
-            Err(error) => return Err(self.settle(error).await),
-        }
+        self.arm(command, run_timeout).await?;
         let mut all_queued = true;
         if let Some(queued) = queued {
             all_queued = wait_queued(server, &base, queued).await?;
         }
         let before = Counters::read_async(server).await?;
-        self.send("go").await?;
-        let line = match self.expect("result ", Instant::now() + run_timeout).await {
-            Ok(line) => line,
-            Err(error) => return Err(self.settle(error).await),
-        };
+        let line = self.go(run_timeout).await?;
         let after = Counters::read_async(server).await?;
+        let result = self.finish(&line).await?;
+        Ok(Measured { result, requests: after.since(&before), queued: all_queued })
+    }
+
+    /// Sends `command` and waits until the peer is `armed` (set up, waiting for `go`).
+    pub async fn arm(&mut self, command: &str, timeout: Duration) -> Result<(), String> {
+        if self.broken {
+            return Err(format!("the {} peer stopped answering earlier", self.name));
+        }
+        self.send(command).await?;
+        match self.expect("armed", Instant::now() + timeout).await {
+            Ok(_) => Ok(()),
+            Err(error) => Err(self.settle(error).await),
+        }
+    }
+
+    /// Sends `go` to an armed peer and returns its `result` line.
+    pub async fn go(&mut self, timeout: Duration) -> Result<String, String> {
+        self.send("go").await?;
+        match self.expect("result ", Instant::now() + timeout).await {
+            Ok(line) => Ok(line),
+            Err(error) => Err(self.settle(error).await),
+        }
+    }
+
+    /// Sends `done` after a result, waits for `clean`, and parses the result `line`.
+    pub async fn finish(&mut self, line: &str) -> Result<Value, String> {
         self.send("done").await?;
         self.expect("clean", Instant::now() + CLEAN_TIMEOUT).await?;
-        let result = serde_json::from_str(&line).map_err(|e| format!("bad result from the {} peer: {e}", self.name))?;
-        Ok(Measured { result, requests: after.since(&before), queued: all_queued })
+        serde_json::from_str(line).map_err(|e| format!("bad result from the {} peer: {e}", self.name))
     }
 
     /// After a failed command, reads on to the peer's `clean` so it can take the next one.

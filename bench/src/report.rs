@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
+use crate::partition::{signals, Trial};
 use crate::peer::{samples, Measured};
 use crate::stats::{Requests, Summary};
 
@@ -16,11 +17,14 @@ pub struct Record {
     pub metrics: BTreeMap<String, f64>,
     /// Why the cell is empty, or a caveat.
     pub note: Option<String>,
+    /// What the JSON report also keeps as it is, for reading (`--median` does not read it back):
+    /// the partition row's times of each trial.
+    pub raw: Option<(&'static str, Value)>,
 }
 
 impl Record {
     pub fn new(section: &'static str, case: impl Into<String>, client: &'static str) -> Record {
-        Record { section, case: case.into(), client, metrics: BTreeMap::new(), note: None }
+        Record { section, case: case.into(), client, metrics: BTreeMap::new(), note: None, raw: None }
     }
 
     pub fn failed(section: &'static str, case: impl Into<String>, client: &'static str, why: String) -> Record {
@@ -58,6 +62,9 @@ impl Record {
         map.insert("client".into(), self.client.into());
         if let Some(note) = &self.note {
             map.insert("note".into(), note.clone().into());
+        }
+        if let Some((key, raw)) = &self.raw {
+            map.insert((*key).into(), raw.clone());
         }
         Value::Object(map)
     }
@@ -160,8 +167,75 @@ pub fn memory(client: &'static str, case: String, result: &Value) -> Record {
             record.set(key, value);
         }
     }
+    // 1 when every waiter was queued (or every guard taken) in time.
+    record.set("complete", if result["complete"] == false { 0.0 } else { 1.0 });
     if result["complete"] == false {
         record.note = Some("setup incomplete in time: read anyway".to_owned());
+    }
+    record
+}
+
+/// A `partition` cell: the trials' median and worst of each time, in ms after the cut. A signal that
+/// did not come within the deadline counts as infinitely late, so a median or worst that is "never"
+/// is left out of the metrics (the counts say how many trials saw it).
+pub fn partition(client: &'static str, case: String, trials: &[Trial], deadline_ms: f64) -> Record {
+    let mut record = Record::new("partition", case, client);
+    let n = trials.len();
+    record.set("trials", n as f64);
+    record.set("deadline_ms", deadline_ms);
+    let mut stats = |name: &str, values: Vec<f64>, worst_is_max: bool| {
+        let mut sorted = values;
+        sorted.sort_by(f64::total_cmp);
+        record.set(format!("{name}_count"), sorted.iter().filter(|v| v.is_finite()).count() as f64);
+        if sorted.is_empty() {
+            return;
+        }
+        let worst = if worst_is_max { sorted[sorted.len() - 1] } else { sorted[0] };
+        // The median proper (the mean of the middle two of an even count): of two trials, the
+        // nearest-rank p50 would be one of them, the better or the worse.
+        let (low, high) = (sorted[(sorted.len() - 1) / 2], sorted[sorted.len() / 2]);
+        for (key, value) in [("median", (low + high) / 2.0), ("worst", worst)] {
+            if value.is_finite() {
+                record.set(format!("{name}_{key}_ms"), value);
+            }
+        }
+    };
+    let never = |t: Option<f64>| t.unwrap_or(f64::INFINITY);
+    stats("told", trials.iter().map(|t| never(t.told)).collect(), true);
+    stats("granted", trials.iter().map(|t| never(t.granted)).collect(), true);
+    // The other signal is shown by its median only.
+    stats("other_signal", trials.iter().map(|t| never(t.other)).collect(), true);
+    // granted - told: positive when the holder was told first. Trials where neither came say
+    // nothing.
+    let margins: Vec<f64> = trials
+        .iter()
+        .filter(|t| t.told.is_some() || t.granted.is_some())
+        .map(|t| never(t.granted) - never(t.told))
+        .collect();
+    stats("margin", margins, false);
+    let granted_first = trials.iter().filter(|t| t.granted.is_some_and(|g| g < never(t.told))).count();
+    record.set("granted_first", granted_first as f64);
+    let each: Vec<Value> =
+        trials.iter().map(|t| json!({"told": t.told, "granted": t.granted, "other_signal": t.other})).collect();
+    record.raw = Some(("trials_ms", Value::from(each)));
+    let (told_by, also) = signals(client);
+    let seconds = deadline_ms / 1000.0;
+    let mut notes = Vec::new();
+    let missing = |count: usize| n - count;
+    let told = trials.iter().filter(|t| t.told.is_some()).count();
+    if told < n {
+        notes.push(format!("{told_by} not seen within {seconds} s in {} of {n} trials", missing(told)));
+    }
+    let granted = trials.iter().filter(|t| t.granted.is_some()).count();
+    if granted < n {
+        notes.push(format!("not granted within {seconds} s in {} of {n} trials", missing(granted)));
+    }
+    let seen = trials.iter().filter(|t| t.other.is_some()).count();
+    if let Some(also) = also.filter(|_| seen < n) {
+        notes.push(format!("{also} not seen within {seconds} s in {} of {n} trials", missing(seen)));
+    }
+    if !notes.is_empty() {
+        record.note = Some(notes.join("; "));
     }
     record
 }
@@ -369,6 +443,50 @@ pub fn print_tables(records: &[Record]) {
         &header,
         rows,
     );
+
+    let header = [
+        "case",
+        "client",
+        "trials",
+        "told by",
+        "told median",
+        "told worst",
+        "granted median",
+        "granted worst",
+        "margin median",
+        "margin worst",
+        "granted first",
+        "other signal, median",
+        "note",
+    ];
+    let rows = table_rows(section("partition"), &header, |r| {
+        let (told_by, also) = signals(r.client);
+        // A missing time with fewer trials seeing it than there were: it never came.
+        let time = |name: &str, key: &str| match r.get(&format!("{name}_{key}_ms")) {
+            Some(ms) => fmt(Some(ms), 0),
+            None if r.get(&format!("{name}_count")) < r.get("trials") => "never".to_owned(),
+            None => "-".to_owned(),
+        };
+        vec![
+            fmt(r.get("trials"), 0),
+            told_by.to_owned(),
+            time("told", "median"),
+            time("told", "worst"),
+            time("granted", "median"),
+            time("granted", "worst"),
+            fmt(r.get("margin_median_ms"), 0),
+            fmt(r.get("margin_worst_ms"), 0),
+            format!("{} of {}", fmt(r.get("granted_first"), 0), fmt(r.get("trials"), 0)),
+            also.map_or_else(|| "-".to_owned(), |also| format!("{also} {}", time("other_signal", "median"))),
+        ]
+    });
+    print_table(
+        "told after a partition: a holder's link to the server cut both ways at t0, another session waiting \
+         (ms after t0; margin = granted - told, negative: granted before the holder was told; worst = latest \
+         told or granted, smallest margin)",
+        &header,
+        rows,
+    );
 }
 
 // ---- targets -----------------------------------------------------------------------------------
@@ -427,132 +545,188 @@ fn info(name: &str, ours: Option<f64>, theirs: Option<f64>) -> Target {
     }
 }
 
+/// An absolute goal: `value` must satisfy `pass`.
+fn absolute(name: &str, value: Option<f64>, goal: &str, pass: impl Fn(f64) -> bool) -> Target {
+    Target { name: name.to_owned(), ours: value, theirs: None, value, goal: goal.to_owned(), pass: value.map(pass) }
+}
+
+/// A value shown without a goal.
+fn info_value(name: &str, value: Option<f64>) -> Target {
+    Target { name: name.to_owned(), ours: value, theirs: None, value, goal: "info".to_owned(), pass: None }
+}
+
+/// Issue 14's targets first, in its order, then older goals and useful comparisons as info.
 pub fn targets(records: &[Record]) -> Vec<Target> {
     let f = |section, case, client, key| find(records, section, case, client, key);
-    let ours_cycle = f("uncontended", "mutex", "zk-lock", "cycle_p50_us");
-    // The issue's first targets are about the annotated call: acquire, body, release sent. Its
-    // latency is the "calls apart" case; back to back, each call's create also waits on the
-    // server for the previous call's delete (shown as info).
-    let annotated_call = f("uncontended", "mutex fn, #[zk_lock], calls apart", "zk-lock", "cycle_p50_us");
-    let back_to_back = f("uncontended", "mutex fn, #[zk_lock]", "zk-lock", "cycle_p50_us");
+    let mut out = Vec::new();
+
+    // One OS process per session: the deployment users run.
+    for w in ["W=8", "W=32"] {
+        let locks = |client| f("contended-processes", w, client, "locks_per_s");
+        out.push(ratio(
+            &format!("one process per session, {w}: locks/s vs zookeeper-client"),
+            locks("zk-lock"),
+            locks("zookeeper-client"),
+            1.0,
+            false,
+        ));
+        out.push(ratio(
+            &format!("one process per session, {w}: locks/s vs Curator"),
+            locks("zk-lock"),
+            locks("curator"),
+            1.6,
+            false,
+        ));
+    }
+    for w in ["W=8", "W=32"] {
+        // Judged as printed, to two decimals: a stray ping in thousands of grants is not a request
+        // of the recipe. (Each contender takes the lock once before the counters are read, so the
+        // lock's parent is not created inside the count.)
+        out.push(absolute(
+            &format!("one process per session, {w}: requests per grant"),
+            f("contended-processes", w, "zk-lock", "requests_per_op"),
+            "<= 5",
+            |r| (r * 100.0).round() <= 500.0,
+        ));
+    }
+
+    // The annotated call, uncontended: apart (each call finds the previous call's delete done)
+    // and back to back (each call's create waits on the server for the previous delete).
     let curator_cycle = f("uncontended", "mutex", "curator", "cycle_p50_us");
-    let raw_create = f("floor", "raw ops", "zk-lock", "create_p50_us");
-    let mut out = vec![
-        ratio("#[zk_lock] call p50 vs Curator InterProcessMutex cycle", annotated_call, curator_cycle, 0.6, true),
-        ratio(
-            "#[zk_lock] call p50 vs zookeeper-client Client::lock cycle",
-            annotated_call,
-            f("uncontended", "mutex", "zookeeper-client", "cycle_p50_us"),
+    let zkc_cycle = f("uncontended", "mutex", "zookeeper-client", "cycle_p50_us");
+    for (how, case) in [("calls apart", "mutex fn, #[zk_lock], calls apart"), ("back to back", "mutex fn, #[zk_lock]")]
+    {
+        let call = f("uncontended", case, "zk-lock", "cycle_p50_us");
+        out.push(ratio(
+            &format!("#[zk_lock] call p50, {how}, vs Curator InterProcessMutex cycle"),
+            call,
+            curator_cycle,
+            0.6,
+            true,
+        ));
+        out.push(ratio(
+            &format!("#[zk_lock] call p50, {how}, vs zookeeper-client Client::lock cycle"),
+            call,
+            zkc_cycle,
             0.8,
             true,
-        ),
-        ratio("#[zk_lock] call p50 vs one raw create", annotated_call, raw_create, 1.2, true),
-        info(
-            "(info) #[zk_lock] call p50 vs raw create + list back to back",
-            annotated_call,
-            f("floor", "raw ops", "zk-lock", "create_list_pipelined_p50_us"),
-        ),
-        info(
-            "(info) #[zk_lock] calls back to back, p50 vs Curator InterProcessMutex cycle",
-            back_to_back,
-            curator_cycle,
-        ),
-        info("(info) #[zk_lock] calls back to back, p50 vs one raw create", back_to_back, raw_create),
-        ratio(
-            "#[zk_lock] call p50 vs the same function with a hand-written guard",
-            back_to_back,
-            f("uncontended", "mutex fn, hand-written guard", "zk-lock", "cycle_p50_us"),
-            1.03,
-            true,
-        ),
-        info("(info) mutex cycle p50, release awaited, vs Curator InterProcessMutex cycle", ours_cycle, curator_cycle),
-        info(
-            "(info) mutex cycle p50, release awaited, vs raw create + delete",
-            ours_cycle,
-            f("floor", "raw ops", "zk-lock", "create_delete_p50_us"),
-        ),
-    ];
-    out.push(info(
-        "(info) uncontended mutex acquire p50 vs raw create + list back to back",
-        f("uncontended", "mutex", "zk-lock", "acquire_p50_us"),
-        f("floor", "raw ops", "zk-lock", "create_list_pipelined_p50_us"),
+        ));
+    }
+
+    // Memory of zk-lock's own process.
+    let memory: Vec<&Record> = records.iter().filter(|r| r.section == "memory" && r.client == "zk-lock").collect();
+    out.push(absolute(
+        "memory: bytes per held guard",
+        memory.iter().find(|r| r.case.starts_with("held")).and_then(|r| r.get("bytes_each")),
+        "<= 1024",
+        |b| b <= 1024.0,
     ));
-    let release = f("uncontended", "mutex", "zk-lock", "cycle_p50_us")
-        .zip(f("uncontended", "mutex", "zk-lock", "acquire_p50_us"))
-        .map(|(cycle, acquire)| cycle - acquire);
-    let watched_delete = f("floor", "raw ops", "zk-lock", "watch_delete_pipelined_p50_us");
-    out.push(info(
-        "(info) uncontended mutex release (cycle - acquire p50) vs raw watch + delete back to back",
-        release,
-        watched_delete,
-    ));
-    let writes = f("uncontended", "mutex", "zk-lock", "writes_per_op");
-    let reads = f("uncontended", "mutex", "zk-lock", "reads_per_op");
+    let waiting: Vec<&&Record> = memory.iter().filter(|r| r.case.starts_with("waiting")).collect();
+    for record in &waiting {
+        out.push(absolute(
+            &format!("memory: bytes per waiting acquisition, {}", record.case.trim_start_matches("waiting: ")),
+            record.get("bytes_each"),
+            "<= 4096",
+            |b| b <= 4096.0,
+        ));
+    }
+    if waiting.is_empty() {
+        out.push(absolute("memory: bytes per waiting acquisition", None, "<= 4096", |b| b <= 4096.0));
+    }
+    // The largest waiting case; judged only when it is at least 10,000 (the full run's are).
+    const MANY: f64 = 10_000.0;
+    let largest = waiting.iter().max_by(|a, b| a.get("count").unwrap_or(0.0).total_cmp(&b.get("count").unwrap_or(0.0)));
+    let count = largest.and_then(|r| r.get("count"));
     out.push(Target {
-        name: "writes per uncontended mutex cycle (server counter)".to_owned(),
-        ours: writes,
+        name: "memory: 10,000 waiting acquisitions in one process, all queued".to_owned(),
+        ours: count,
         theirs: None,
-        value: writes,
-        goal: "exactly 2".to_owned(),
-        // Pings of idle sessions land in the read counter, never in the write counter.
-        pass: writes.map(|w| (w - 2.0).abs() < 0.02),
+        value: count,
+        goal: ">= 10000, queued".to_owned(),
+        pass: largest.filter(|r| r.get("count").is_some_and(|n| n >= MANY)).map(|r| r.get("complete") == Some(1.0)),
     });
-    out.push(Target {
-        name: "reads per uncontended mutex cycle (server counter)".to_owned(),
-        ours: reads,
-        theirs: None,
-        value: reads,
-        goal: "<= 2".to_owned(),
-        // A ping or two of the other, idle sessions may fall in the window.
-        pass: reads.map(|r| r <= 2.02),
-    });
+
+    // No regression.
     out.push(ratio(
-        "contended W=8 locks/s vs Curator",
+        "no regression: contended W=8, sessions in one process: locks/s vs Curator",
         f("contended", "W=8", "zk-lock", "locks_per_s"),
         f("contended", "W=8", "curator", "locks_per_s"),
-        2.0,
+        1.4,
         false,
     ));
-    out.push(ratio(
-        "contended W=8 locks/s vs zookeeper-client",
-        f("contended", "W=8", "zk-lock", "locks_per_s"),
-        f("contended", "W=8", "zookeeper-client", "locks_per_s"),
-        1.0,
-        false,
+    out.push(absolute(
+        "no regression: queue drain N=1000: requests per hand-off",
+        f("drain", "N=1000", "zk-lock", "requests_per_op"),
+        "<= 1",
+        // N+1 deletes (the holder's too) for N hand-offs, and maybe a ping.
+        |r| r <= 1.0 + 3.0 / 1000.0,
     ));
-    let shared = |client| f("contended-tasks", "W=8", client, "locks_per_s");
+
+    // Information: earlier goals and what explains the numbers above.
+    let apart = f("uncontended", "mutex fn, #[zk_lock], calls apart", "zk-lock", "cycle_p50_us");
+    let back_to_back = f("uncontended", "mutex fn, #[zk_lock]", "zk-lock", "cycle_p50_us");
+    let raw = |key| f("floor", "raw ops", "zk-lock", key);
+    let ours_cycle = f("uncontended", "mutex", "zk-lock", "cycle_p50_us");
+    let acquire = f("uncontended", "mutex", "zk-lock", "acquire_p50_us");
+    out.push(info("(info) #[zk_lock] call p50, calls apart, vs one raw create", apart, raw("create_p50_us")));
+    out.push(info(
+        "(info) #[zk_lock] call p50, calls apart, vs raw create + list back to back",
+        apart,
+        raw("create_list_pipelined_p50_us"),
+    ));
+    out.push(info(
+        "(info) #[zk_lock] call p50 vs the same function with a hand-written guard",
+        back_to_back,
+        f("uncontended", "mutex fn, hand-written guard", "zk-lock", "cycle_p50_us"),
+    ));
+    out.push(info(
+        "(info) mutex cycle p50, release awaited, vs Curator InterProcessMutex cycle",
+        ours_cycle,
+        curator_cycle,
+    ));
+    out.push(info(
+        "(info) mutex cycle p50, release awaited, vs raw create + delete",
+        ours_cycle,
+        raw("create_delete_p50_us"),
+    ));
+    out.push(info(
+        "(info) uncontended mutex acquire p50 vs raw create + list back to back",
+        acquire,
+        raw("create_list_pipelined_p50_us"),
+    ));
+    out.push(info(
+        "(info) uncontended mutex release (cycle - acquire p50) vs raw watch + delete back to back",
+        ours_cycle.zip(acquire).map(|(cycle, acquire)| cycle - acquire),
+        raw("watch_delete_pipelined_p50_us"),
+    ));
+    out.push(info_value(
+        "(info) writes per uncontended mutex cycle (server counter)",
+        f("uncontended", "mutex", "zk-lock", "writes_per_op"),
+    ));
+    out.push(info_value(
+        "(info) reads per uncontended mutex cycle (server counter)",
+        f("uncontended", "mutex", "zk-lock", "reads_per_op"),
+    ));
+    let contended = |section, client| f(section, "W=8", client, "locks_per_s");
+    out.push(info(
+        "(info) contended W=8, sessions in one process: locks/s vs zookeeper-client",
+        contended("contended", "zk-lock"),
+        contended("contended", "zookeeper-client"),
+    ));
     out.push(info(
         "(info) contended W=8, tasks sharing one session: locks/s vs Curator",
-        shared("zk-lock"),
-        shared("curator"),
+        contended("contended-tasks", "zk-lock"),
+        contended("contended-tasks", "curator"),
     ));
     out.push(info(
         "(info) contended W=8, tasks sharing one session: locks/s vs zookeeper-client",
-        shared("zk-lock"),
-        shared("zookeeper-client"),
+        contended("contended-tasks", "zk-lock"),
+        contended("contended-tasks", "zookeeper-client"),
     ));
-    let across = |client| f("contended-processes", "W=8", client, "locks_per_s");
     out.push(info(
-        "(info) contended W=8, one process per session: locks/s vs zookeeper-client",
-        across("zk-lock"),
-        across("zookeeper-client"),
-    ));
-    let per_handoff = f("drain", "N=1000", "zk-lock", "requests_per_op");
-    out.push(Target {
-        name: "queue drain N=1000: requests per hand-off".to_owned(),
-        ours: per_handoff,
-        theirs: None,
-        value: per_handoff,
-        goal: "<= 1".to_owned(),
-        // N+1 deletes (the holder's too) for N hand-offs, and maybe a ping.
-        pass: per_handoff.map(|r| r <= 1.0 + 3.0 / 1000.0),
-    });
-    out.push(ratio(
-        "queue drain N=1000: drain time vs Curator",
+        "(info) queue drain N=1000: drain time vs Curator",
         f("drain", "N=1000", "zk-lock", "drain_ms"),
         f("drain", "N=1000", "curator", "drain_ms"),
-        0.5,
-        true,
     ));
     out
 }
@@ -636,6 +810,7 @@ pub fn records_of(report: &Value) -> Result<Vec<Record>, String> {
             "contended-processes" => "contended-processes",
             "drain" => "drain",
             "memory" => "memory",
+            "partition" => "partition",
             other => return Err(format!("unknown section `{other}`")),
         };
         let client = match text(item, "client").as_str() {
@@ -707,7 +882,8 @@ fn median(values: &[f64]) -> f64 {
 mod tests {
     use serde_json::json;
 
-    use super::{pretty, records_of, Record};
+    use super::{partition, pretty, records_of, Record};
+    use crate::partition::Trial;
 
     #[test]
     fn report_numbers_and_round_trip() {
@@ -720,5 +896,24 @@ mod tests {
         let text = pretty(json!({"records": [record.to_json()]}));
         let back = records_of(&serde_json::from_str(&text).unwrap()).unwrap();
         assert_eq!((back[0].get("n"), back[0].note.as_deref()), (Some(200.0), Some("a \"note\"")));
+    }
+
+    #[test]
+    fn partition_trials_never_told_count_as_infinitely_late() {
+        let trial = |told, granted| Trial { told, granted, other: None };
+        let told_first =
+            partition("zk-lock", "c".into(), &[trial(Some(2.0), Some(4.0)), trial(Some(3.0), Some(6.0))], 10.0);
+        let get = |r: &Record, key| r.get(key);
+        assert_eq!(get(&told_first, "told_median_ms"), Some(2.5));
+        assert_eq!(get(&told_first, "told_worst_ms"), Some(3.0));
+        assert_eq!((get(&told_first, "margin_worst_ms"), get(&told_first, "granted_first")), (Some(2.0), Some(0.0)));
+        assert_eq!(told_first.note, None);
+
+        let never_told = partition("kazoo", "c".into(), &[trial(None, Some(4.0)), trial(Some(7.0), Some(4.5))], 10.0);
+        // One of two never told: the median and the worst are "never", so not in the metrics.
+        assert_eq!((get(&never_told, "told_median_ms"), get(&never_told, "told_worst_ms")), (None, None));
+        assert_eq!(get(&never_told, "told_count"), Some(1.0));
+        assert_eq!((get(&never_told, "margin_worst_ms"), get(&never_told, "granted_first")), (None, Some(2.0)));
+        assert!(never_told.note.as_deref().is_some_and(|n| n.starts_with("LOST not seen within 0.01 s in 1 of 2")));
     }
 }
