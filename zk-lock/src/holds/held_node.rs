@@ -50,7 +50,7 @@ impl HeldNode {
         trace::granted(&granted.node_path, granted.token);
         // The ledger's copy of the node path, shared rather than kept twice.
         let ledger_copy = granted.claim.as_ref().and_then(Claim::node_path).filter(|p| **p == *granted.node_path);
-        let node_path = ledger_copy.unwrap_or_else(|| granted.node_path.into());
+        let node_path = ledger_copy.unwrap_or(granted.node_path);
         let path: Arc<str> = path.into();
         let trace = trace::HoldTrace::new(recipe, path.clone(), node_path.clone());
         let events = HoldEvents::new(trace.clone(), granted.local.clone());
