@@ -13,10 +13,21 @@ static HOST: LazyLock<String> = LazyLock::new(|| {
         .unwrap_or_else(|| "unknown".to_owned())
 });
 
+/// `host=<name> pid=<pid> task=`, the same for every node of this process.
+static PROCESS_PREFIX: LazyLock<String> = LazyLock::new(|| format!("host={} pid={} task=", *HOST, std::process::id()));
+
 /// `host=<name> pid=<pid> task=<tokio task id>`: plain text, so `zkCli.sh get` shows it too.
+/// Written for every acquisition, so only the task id is formatted each time.
 pub(crate) fn describe_current_holder() -> Vec<u8> {
-    let task = tokio::task::try_id().map(|id| id.to_string().parse().unwrap_or_default());
-    HolderDescription { host: HOST.clone(), pid: std::process::id(), task }.to_string().into_bytes()
+    use std::io::Write;
+    let mut data = Vec::with_capacity(PROCESS_PREFIX.len() + 20);
+    data.extend_from_slice(PROCESS_PREFIX.as_bytes());
+    let written = match tokio::task::try_id() {
+        Some(task) => write!(data, "{task}"),
+        None => data.write_all(b"none"),
+    };
+    written.expect("writing to a Vec cannot fail");
+    data
 }
 
 /// Who created a node, as zk-lock writes it by default: `host=<name> pid=<pid> task=<task>`.
