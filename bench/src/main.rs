@@ -308,7 +308,7 @@ fn median_of_runs(args: &[String]) -> ExitCode {
         files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
     );
     report::print_tables(&records);
-    let targets = report::targets(&records);
+    let mut targets = report::targets(&records);
     // Matched by name: a run may lack a case (and so a target) that another run has.
     let per_run: Vec<Vec<Option<f64>>> = runs
         .iter()
@@ -317,6 +317,7 @@ fn median_of_runs(args: &[String]) -> ExitCode {
             targets.iter().map(|t| mine.iter().find(|m| m.name == t.name).and_then(|m| m.value)).collect()
         })
         .collect();
+    report::judge_ratios_by_run(&mut targets, &per_run);
     report::print_targets(&targets, Some(&per_run));
     if let Some(out) = out {
         let report = json!({
