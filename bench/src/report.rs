@@ -589,7 +589,15 @@ fn absolute(name: &str, value: Option<f64>, goal: &str, pass: impl Fn(f64) -> bo
 
 /// A value shown without a goal.
 fn info_value(name: &str, value: Option<f64>) -> Target {
-    Target { name: name.to_owned(), ours: value, theirs: None, value, goal: "info".to_owned(), pass: None, ratio_limit: None }
+    Target {
+        name: name.to_owned(),
+        ours: value,
+        theirs: None,
+        value,
+        goal: "info".to_owned(),
+        pass: None,
+        ratio_limit: None,
+    }
 }
 
 /// Issue 14's targets first, in its order, then older goals and useful comparisons as info.
