@@ -131,10 +131,12 @@ impl LocalHandoff {
     }
 
     /// The reply to the owner's own delete of the node: OK, or `NoNode` (someone deleted it
-    /// first), means it is gone; any other error leaves it to the session's end.
+    /// first), means it is gone; after any other error the owner cannot tell, and the waiters
+    /// behind watch the node on the server (a share of this handle may outlive the release).
     pub(crate) fn delete_replied(&self, reply: &Result<(), zookeeper_client::Error>) {
-        if matches!(reply, Ok(()) | Err(zookeeper_client::Error::NoNode)) {
-            self.deleted();
+        match reply {
+            Ok(()) | Err(zookeeper_client::Error::NoNode) => self.deleted(),
+            Err(_) => self.unknown(),
         }
     }
 

@@ -51,6 +51,12 @@ impl OwnNodeWatch {
         Self { node_path, stage }
     }
 
+    /// Whether the watch is set on the server and has not been seen firing: only then does it
+    /// stand for "our node is still there" up to the events already delivered on our session.
+    pub(super) fn is_armed(&self) -> bool {
+        matches!(self.stage, Stage::Set(_))
+    }
+
     /// Follows the node until it is deleted. Never returns once the watch cannot go on (a dead
     /// session is for the session's watch to report). Cancel safe: the watch stays in `self`.
     pub(super) async fn until_deleted(&mut self, zk: &ZkClient) {

@@ -309,7 +309,12 @@ async fn wait_in_queue(
             },
             None => ahead_gone.await?,
         }
-        let own_node_followed = own_watch.is_some() || !waiting.watch_own;
+        // The watch must be set and unfired: one still in flight, being set again or failed
+        // proves nothing about our node, and the queue is listed instead.
+        let own_node_followed = match &own_watch {
+            Some(own_watch) => own_watch.is_armed(),
+            None => !waiting.watch_own,
+        };
         let nothing_ahead = local.is_some_and(|local| local.was_granted_exclusively());
         if own_node_followed && !recheck && nothing_ahead {
             return Ok(Some(own_path));

@@ -53,8 +53,9 @@ impl UngrantedNode {
     }
 
     /// A node in a lock queue, which other waiters on its session may wait behind: they follow
-    /// it through [`local_handoff`]. Its owner must watch it while it waits (see
-    /// `queue::wait_in_queue`), so that a deletion by someone else settles its fate.
+    /// it through [`local_handoff`]. A deletion of it by someone else while it waits settles its
+    /// fate only once its owner finds out: from the watch on its own node (behind a node of this
+    /// process) or from the listing when the node ahead of it goes (see `queue::wait_in_queue`).
     pub(super) fn in_queue(session: Arc<Session>, parent: &str, prefix: String) -> Self {
         let mut node = Self::new(session, parent, prefix);
         node.shared_locally = true;

@@ -202,12 +202,17 @@ fn beat(zk: ZkClient, held: Vec<Arc<HeldStatus>>) -> Reply {
         if held.is_empty() {
             return zk.check_stat("/").await.map(drop);
         }
+        // Every request is sent before any reply is awaited: the beat takes one round trip.
+        let mut reads = Vec::new();
         for chunk in held.chunks(NODES_PER_READ) {
             let mut reader = zk.new_multi_reader();
             for status in chunk {
                 reader.add_get_data(status.node_path())?;
             }
-            for (status, result) in chunk.iter().zip(reader.commit().await?) {
+            reads.push(reader.commit());
+        }
+        for (chunk, read) in held.chunks(NODES_PER_READ).zip(reads) {
+            for (status, result) in chunk.iter().zip(read.await?) {
                 match result {
                     MultiReadResult::Data { data, .. } if data == REVOKE_MESSAGE => status.revoke(),
                     // Answered on the session that created the node: it is gone for good.
