@@ -499,12 +499,19 @@ fn path_of(client: ClientId, row: &str, case: &str) -> String {
     format!("/bench/{}/{row}/{case}", client.name())
 }
 
-fn log(record: &Record, headline: &str) {
+/// Reports progress on stderr: the record's `metrics`, each a key, its decimals and its label
+/// (`1234 locks/s, 0 violations`), or why the cell failed.
+fn log(record: &Record, metrics: &[(&str, usize, &str)]) {
+    let (section, case, client) = (&record.section, &record.case, &record.client);
     match &record.note {
-        Some(note) if record.metrics.is_empty() => {
-            eprintln!("bench: {} {} {}: failed: {note}", record.section, record.case, record.client)
+        Some(note) if record.metrics.is_empty() => eprintln!("bench: {section} {case} {client}: failed: {note}"),
+        _ => {
+            let shown: Vec<String> = metrics
+                .iter()
+                .map(|(key, decimals, label)| format!("{:.*} {label}", decimals, record.get(key).unwrap_or(f64::NAN)))
+                .collect();
+            eprintln!("bench: {section} {case} {client}: {}", shown.join(", "));
         }
-        _ => eprintln!("bench: {} {} {}: {headline}", record.section, record.case, record.client),
     }
 }
 
@@ -570,7 +577,7 @@ async fn floor_row(ctx: &mut Ctx<'_>) {
             Some(Err(e)) => Record::failed("floor", "raw ops", client.name(), e),
             None => continue,
         };
-        log(&record, &format!("create p50 {:.0} µs", record.get("create_p50_us").unwrap_or(f64::NAN)));
+        log(&record, &[("create_p50_us", 0, "µs create p50")]);
         ctx.records.push(record);
     }
 }
@@ -669,14 +676,7 @@ async fn uncontended_row(ctx: &mut Ctx<'_>) {
             Some(Err(e)) => Record::failed("uncontended", label, client.name(), e),
             None => continue,
         };
-        log(
-            &record,
-            &format!(
-                "cycle p50 {:.0} µs, {:.2} requests/cycle",
-                record.get("cycle_p50_us").unwrap_or(f64::NAN),
-                record.get("requests_per_op").unwrap_or(f64::NAN)
-            ),
-        );
+        log(&record, &[("cycle_p50_us", 0, "µs cycle p50"), ("requests_per_op", 2, "requests/cycle")]);
         ctx.records.push(record);
     }
 }
@@ -739,14 +739,7 @@ async fn contended_processes_row(ctx: &mut Ctx<'_>) {
 }
 
 fn log_contended(record: &Record) {
-    log(
-        record,
-        &format!(
-            "{:.0} locks/s, {} violations",
-            record.get("locks_per_s").unwrap_or(f64::NAN),
-            record.get("violations").unwrap_or(f64::NAN)
-        ),
-    );
+    log(record, &[("locks_per_s", 0, "locks/s"), ("violations", 0, "violations")]);
 }
 
 async fn drain_row(ctx: &mut Ctx<'_>) {
@@ -770,14 +763,7 @@ async fn drain_row(ctx: &mut Ctx<'_>) {
                 Ok(m) => report::drain(client.name(), waiters, &m),
                 Err(e) => Record::failed("drain", format!("N={waiters}"), client.name(), e),
             };
-            log(
-                &record,
-                &format!(
-                    "{:.0} ms, {:.2} requests/hand-off",
-                    record.get("drain_ms").unwrap_or(f64::NAN),
-                    record.get("requests_per_op").unwrap_or(f64::NAN)
-                ),
-            );
+            log(&record, &[("drain_ms", 0, "ms"), ("requests_per_op", 2, "requests/hand-off")]);
             ctx.records.push(record);
         }
     }
@@ -805,7 +791,7 @@ fn memory_record(ctx: &mut Ctx<'_>, client: ClientId, case: String, measured: Re
         Ok(result) => report::memory(client.name(), case, &result),
         Err(e) => Record::failed("memory", case, client.name(), e),
     };
-    log(&record, &format!("{:.0} bytes each", record.get("bytes_each").unwrap_or(f64::NAN)));
+    log(&record, &[("bytes_each", 0, "bytes each")]);
     ctx.records.push(record);
 }
 
@@ -841,14 +827,7 @@ async fn partition_row(ctx: &mut Ctx<'_>) {
             None => report::partition(client.name(), case.clone(), &trials, deadline_ms),
             Some(e) => Record::failed("partition", case.clone(), client.name(), e),
         };
-        log(
-            &record,
-            &format!(
-                "told median {:.0} ms, granted median {:.0} ms",
-                record.get("told_median_ms").unwrap_or(f64::NAN),
-                record.get("granted_median_ms").unwrap_or(f64::NAN)
-            ),
-        );
+        log(&record, &[("told_median_ms", 0, "ms told (median)"), ("granted_median_ms", 0, "ms granted (median)")]);
         ctx.records.push(record);
     }
 }

@@ -249,6 +249,11 @@ fn fmt(value: Option<f64>, decimals: usize) -> String {
     }
 }
 
+/// The metrics `keys` of `record`, in whole numbers.
+fn whole(record: &Record, keys: &[&str]) -> Vec<String> {
+    keys.iter().map(|key| fmt(record.get(key), 0)).collect()
+}
+
 /// `4.00 (2.00w + 2.00r)`.
 fn fmt_requests(record: &Record) -> String {
     match (record.get("requests_per_op"), record.get("writes_per_op"), record.get("reads_per_op")) {
@@ -336,18 +341,22 @@ pub fn print_tables(records: &[Record]) {
         "note",
     ];
     let rows = table_rows(section("floor"), &header, |r| {
-        vec![
-            fmt(r.get("n"), 0),
-            fmt(r.get("create_p50_us"), 0),
-            fmt(r.get("create_p99_us"), 0),
-            fmt(r.get("delete_p50_us"), 0),
-            fmt(r.get("create_delete_p50_us"), 0),
-            fmt(r.get("list_p50_us"), 0),
-            fmt(r.get("list_p99_us"), 0),
-            fmt(r.get("create_list_pipelined_p50_us"), 0),
-            fmt(r.get("watch_delete_pipelined_p50_us"), 0),
-            fmt_requests(r),
-        ]
+        let mut cells = whole(
+            r,
+            &[
+                "n",
+                "create_p50_us",
+                "create_p99_us",
+                "delete_p50_us",
+                "create_delete_p50_us",
+                "list_p50_us",
+                "list_p99_us",
+                "create_list_pipelined_p50_us",
+                "watch_delete_pipelined_p50_us",
+            ],
+        );
+        cells.push(fmt_requests(r));
+        cells
     });
     print_table("floor: raw requests on one session (latency in µs; req/iter = create + delete + list)", &header, rows);
 
@@ -364,15 +373,10 @@ pub fn print_tables(records: &[Record]) {
         "note",
     ];
     let rows = table_rows(section("uncontended"), &header, |r| {
-        vec![
-            fmt(r.get("n"), 0),
-            fmt(r.get("acquire_p50_us"), 0),
-            fmt(r.get("acquire_p99_us"), 0),
-            fmt(r.get("cycle_p50_us"), 0),
-            fmt(r.get("cycle_p99_us"), 0),
-            fmt(r.get("ops_per_s"), 0),
-            fmt_requests(r),
-        ]
+        let mut cells =
+            whole(r, &["n", "acquire_p50_us", "acquire_p99_us", "cycle_p50_us", "cycle_p99_us", "ops_per_s"]);
+        cells.push(fmt_requests(r));
+        cells
     });
     print_table(
         "uncontended: acquire + release on one session, nobody else around (latency in µs; req = server packets)",
@@ -384,15 +388,10 @@ pub fn print_tables(records: &[Record]) {
         ["W", "client", "locks/s", "wait p50", "wait p99", "grants", "req/grant", "violations", "max holders", "note"];
     let contended_rows = |name| -> Vec<Vec<String>> {
         table_rows(section(name), &header, |r| {
-            vec![
-                fmt(r.get("locks_per_s"), 0),
-                fmt(r.get("wait_p50_us"), 0),
-                fmt(r.get("wait_p99_us"), 0),
-                fmt(r.get("grants"), 0),
-                fmt_requests(r),
-                fmt(r.get("violations"), 0),
-                fmt(r.get("max_holders"), 0),
-            ]
+            let mut cells = whole(r, &["locks_per_s", "wait_p50_us", "wait_p99_us", "grants"]);
+            cells.push(fmt_requests(r));
+            cells.extend(whole(r, &["violations", "max_holders"]));
+            cells
         })
     };
     print_table(
@@ -413,7 +412,7 @@ pub fn print_tables(records: &[Record]) {
     );
     let header = ["W", "client", "hand-offs", "hand-off p50", "hand-off p99", "note"];
     let rows = table_rows(section("contended-processes"), &header, |r| {
-        vec![fmt(r.get("handoffs"), 0), fmt(r.get("handoff_p50_us"), 0), fmt(r.get("handoff_p99_us"), 0)]
+        whole(r, &["handoffs", "handoff_p50_us", "handoff_p99_us"])
     });
     print_table(
         "hand-off across processes (same runs): holder's release begun (delete sent next) to the next, already \

@@ -8,7 +8,9 @@ use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{Error, LostReason, Mutex};
 
 use crate::scenarios;
-use crate::support::{client_with_session_timeout, new_client, node_name, rng, server};
+use crate::support::{
+    client_with_fast_heartbeat, client_with_session_timeout, new_client, node_name, rng, server, within_one_heartbeat,
+};
 
 const PATH: &str = "/it-mutex";
 
@@ -174,10 +176,8 @@ async fn deleting_the_node_loses_the_lock() {
 /// (docs/reliability.md states the bound).
 #[tokio::test]
 async fn a_deleted_node_is_seen_within_one_heartbeat_period() {
-    // A heartbeat every 500 ms.
-    let session_timeout = Duration::from_millis(4500);
     let path = format!("{PATH}/deleted-bound");
-    let client = client_with_session_timeout(session_timeout).await;
+    let client = client_with_fast_heartbeat().await;
     let guard = Mutex::with_client(&client, &path).lock().await.unwrap();
     let lost = guard.lost();
     let other = new_client().await;
@@ -186,8 +186,7 @@ async fn a_deleted_node_is_seen_within_one_heartbeat_period() {
     let reason = tokio::time::timeout(Duration::from_secs(30), lost).await.expect("lost() resolves");
     let told_after = deleted_at.elapsed();
     assert_eq!(reason, LostReason::NodeDeleted);
-    // The bound, and room for a round trip and the scheduling of a busy 2-core machine.
-    let bound = session_timeout / 9 + Duration::from_millis(400);
+    let bound = within_one_heartbeat();
     assert!(told_after <= bound, "told {told_after:?} after the deletion; the bound is {bound:?}");
 }
 

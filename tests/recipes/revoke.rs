@@ -7,7 +7,7 @@ use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{revoke_node, revoke_with, Client, Error, Mutex};
 use zookeeper_client::{Acls, CreateMode, Error as ZkError};
 
-use crate::support::{client_with_session_timeout, new_client, node_data, server, PATIENCE};
+use crate::support::{client_with_fast_heartbeat, new_client, node_data, server, within_one_heartbeat, PATIENCE};
 
 const PATH: &str = "/it-revoke";
 const REVOKE: &[u8] = b"__REVOKE__";
@@ -42,15 +42,13 @@ async fn revoking_a_mutex_asks_its_holder_and_not_its_waiter() {
 /// held nodes every `T/9`, finds the request within that period and a round trip.
 #[tokio::test]
 async fn is_revoked_turns_true_within_one_heartbeat_period_without_a_watch() {
-    // A heartbeat every 500 ms.
-    let session_timeout = Duration::from_millis(4500);
     let path = format!("{PATH}/heartbeat");
-    let client = client_with_session_timeout(session_timeout).await;
+    let client = client_with_fast_heartbeat().await;
     let guard = Mutex::with_client(&client, &path).lock().await.unwrap();
+    let asker = new_client().await;
     let asked_at = tokio::time::Instant::now();
-    assert_eq!(revoke_with(&new_client().await, &path).await.unwrap(), 1);
-    // The bound, and room for a round trip and the scheduling of a busy 2-core machine.
-    let bound = session_timeout / 9 + Duration::from_millis(400);
+    assert_eq!(revoke_with(&asker, &path).await.unwrap(), 1);
+    let bound = within_one_heartbeat();
     // Nothing to await without setting a watch: the flag is polled, within the bound.
     while !guard.is_revoked() {
         assert!(asked_at.elapsed() <= bound, "not seen within {bound:?}");

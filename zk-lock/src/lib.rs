@@ -159,6 +159,7 @@ mod error;
 mod holder;
 mod layout;
 mod path;
+mod state_cell;
 mod trace;
 // One ZooKeeper session: its health, its ledger of nodes, its retirement.
 mod session;

@@ -1,5 +1,7 @@
 //! Lock path rules: what ZooKeeper accepts, minus what would make a lock ambiguous.
 
+use std::sync::Arc;
+
 use crate::error::{Error, Result};
 
 /// The longest lock path accepted, in bytes. ZooKeeper itself only limits whole packets
@@ -78,6 +80,38 @@ fn check_segment(segment: &str) -> std::result::Result<(), String> {
 /// The characters ZooKeeper's `PathUtils.validatePath` rejects.
 fn is_rejected_char(c: char) -> bool {
     matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..='\u{ffff}')
+}
+
+/// A child node's path in one shared string, split where the child's part starts:
+/// `parent/name`, or `parent/_c_<uuid>-` (the protected prefix) before the node's name is known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ChildPath {
+    path: Arc<str>,
+    /// Where the child's part starts in `path`.
+    child_at: usize,
+}
+
+impl ChildPath {
+    pub(crate) fn new(parent: &str, child: &str) -> Self {
+        Self { path: format!("{parent}/{child}").into(), child_at: parent.len() + 1 }
+    }
+
+    pub(crate) fn as_arc(&self) -> &Arc<str> {
+        &self.path
+    }
+
+    pub(crate) fn parent(&self) -> &str {
+        &self.path[..self.child_at - 1]
+    }
+
+    pub(crate) fn child(&self) -> &str {
+        &self.path[self.child_at..]
+    }
+
+    /// The path of `child` under the same parent.
+    pub(crate) fn sibling(&self, child: &str) -> Self {
+        Self::new(self.parent(), child)
+    }
 }
 
 #[cfg(test)]

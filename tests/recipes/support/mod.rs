@@ -36,6 +36,22 @@ pub async fn client_with_session_timeout(timeout: Duration) -> Client {
         .expect("connect to the test server")
 }
 
+/// The session timeout of [`client_with_fast_heartbeat`]: its heartbeat, which reads the held
+/// nodes, beats every 1/9 of it, 500 ms.
+const FAST_HEARTBEAT_SESSION: Duration = Duration::from_millis(4500);
+
+/// A new client whose session's heartbeat beats every 500 ms.
+pub async fn client_with_fast_heartbeat() -> Client {
+    client_with_session_timeout(FAST_HEARTBEAT_SESSION).await
+}
+
+/// How soon a [`client_with_fast_heartbeat`] reports what its heartbeat reads of a held node
+/// (a deletion, a revocation request): one period and a round trip (docs/reliability.md), plus
+/// room for the scheduling of a busy 2-core machine.
+pub fn within_one_heartbeat() -> Duration {
+    FAST_HEARTBEAT_SESSION / 9 + Duration::from_millis(400)
+}
+
 /// A name no earlier run used (process id and clock), so a reused ZooKeeper or target directory
 /// cannot interfere.
 pub fn unique_name(name: &str) -> String {

@@ -13,6 +13,7 @@ use std::time::Duration;
 use zookeeper_client::Error as ZkError;
 
 use crate::background;
+use crate::path::ChildPath;
 use crate::session::Session;
 use crate::zk::{broke_connection, delete_with_retry, find_protected, until_connected};
 
@@ -27,10 +28,10 @@ pub(crate) struct Claim {
 }
 
 impl Claim {
-    /// Claims the node about to be created under `parent` with the protected `prefix`: call it
-    /// before the `create` is sent.
-    pub(crate) fn new(session: &Arc<Session>, parent: &str, prefix: &str) -> Self {
-        let id = session.ledger().add(parent, prefix);
+    /// Claims the node about to be created at `prefix` (`parent/_c_<uuid>-`, its protected
+    /// prefix): call it before the `create` is sent.
+    pub(crate) fn new(session: &Arc<Session>, prefix: &ChildPath) -> Self {
+        let id = session.ledger().add(prefix);
         Self { session: session.clone(), id }
     }
 

@@ -69,7 +69,7 @@ pub(crate) struct LeaseGrant {
 
 /// One granted lease node.
 pub(crate) struct GrantedLease {
-    pub node_path: String,
+    pub node_path: Arc<str>,
     pub token: i64,
     /// Our responsibility for the node until ZooKeeper confirms it is gone.
     pub claim: Option<Claim>,
@@ -100,9 +100,10 @@ impl PipelinedNode {
 
     /// Its full path, token and claim: it is no longer ours to remove.
     fn grant(&mut self) -> Option<GrantedLease> {
-        let (claim, _) = self.node.grant();
         let (name, token) = self.made.take()?;
-        Some(GrantedLease { node_path: format!("{}/{name}", self.parent), token, claim })
+        let node_path = self.node.node_path(&name);
+        let (claim, _) = self.node.grant();
+        Some(GrantedLease { node_path, token, claim })
     }
 }
 

@@ -17,13 +17,13 @@
 //! deleted, that nothing is left ahead of it, with no request to check.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
 
-use tokio::sync::Notify;
 use zookeeper_client::SessionId;
 
 use crate::layout::protected_prefix;
+use crate::state_cell::StateCell;
 
 /// What the owner knows of its node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,9 +52,8 @@ pub(crate) struct LocalNode {
     /// `parent/_c_<uuid>-`: the node's key in the registry.
     key: Arc<str>,
     session: SessionId,
-    fate: AtomicU8,
+    fate: StateCell,
     granted_exclusively: AtomicBool,
-    settled: Notify,
 }
 
 impl LocalNode {
@@ -66,23 +65,19 @@ impl LocalNode {
         self.granted_exclusively.load(Ordering::Acquire)
     }
 
+    #[cfg(test)]
     fn fate(&self) -> NodeFate {
-        NodeFate::from_u8(self.fate.load(Ordering::Acquire))
+        NodeFate::from_u8(self.fate.get())
     }
 
     /// Resolves once the owner settled the node's fate: `true` if ZooKeeper confirmed the
     /// deletion, `false` if the owner cannot tell.
     pub(crate) async fn deleted(&self) -> bool {
-        loop {
-            let settled = self.settled.notified();
-            tokio::pin!(settled);
-            // Registered before the check, so a settlement between the two still wakes us.
-            settled.as_mut().enable();
-            match self.fate() {
-                NodeFate::Present => settled.await,
-                fate => return fate == NodeFate::Deleted,
-            }
-        }
+        let settled = |fate| match NodeFate::from_u8(fate) {
+            NodeFate::Present => None,
+            fate => Some(fate == NodeFate::Deleted),
+        };
+        self.fate.wait_for(settled).await
     }
 }
 
@@ -104,9 +99,8 @@ pub(crate) fn register(key: Arc<str>, session: SessionId) -> Arc<LocalHandoff> {
     let node = Arc::new(LocalNode {
         key: key.clone(),
         session,
-        fate: AtomicU8::new(NodeFate::Present as u8),
+        fate: StateCell::new(NodeFate::Present as u8),
         granted_exclusively: AtomicBool::new(false),
-        settled: Notify::new(),
     });
     nodes().insert(key, Arc::downgrade(&node));
     Arc::new(LocalHandoff(node))
@@ -157,11 +151,8 @@ impl LocalHandoff {
                 nodes.remove(&node.key);
             }
         }
-        let first =
-            node.fate.compare_exchange(NodeFate::Present as u8, fate as u8, Ordering::AcqRel, Ordering::Acquire);
-        if first.is_ok() {
-            node.settled.notify_waiters();
-        }
+        let present = NodeFate::Present as u8;
+        node.fate.update(|current| (current == present).then_some(fate as u8), |_| {});
     }
 }
 

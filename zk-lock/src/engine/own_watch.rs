@@ -35,10 +35,9 @@ enum Stage {
 
 /// What [`OwnNodeWatch::next`] saw.
 enum WatchStep {
-    Set,
+    /// The watch was set, or it fired for something else (data written, a reconnect).
+    Again,
     Deleted,
-    /// It fired for something else (data written, a reconnect).
-    Fired,
     /// Our session ended: the session's own watch reports that.
     SessionEnded,
     Failed(ZkError),
@@ -64,7 +63,7 @@ impl OwnNodeWatch {
         loop {
             match self.next(zk).await {
                 WatchStep::Deleted => return,
-                WatchStep::Set | WatchStep::Fired => {}
+                WatchStep::Again => {}
                 WatchStep::SessionEnded => std::future::pending().await,
                 WatchStep::Failed(error) => {
                     if reconnects.wait(error).await.is_err() {
@@ -84,7 +83,7 @@ impl OwnNodeWatch {
                 match reply {
                     Ok((_, _, watcher)) => {
                         self.stage = Stage::Set(Box::pin(watcher.changed()));
-                        WatchStep::Set
+                        WatchStep::Again
                     }
                     Err(ZkError::NoNode) => WatchStep::Deleted,
                     Err(error) => WatchStep::Failed(error),
@@ -98,7 +97,7 @@ impl OwnNodeWatch {
                 } else if event.session_state.is_terminated() {
                     WatchStep::SessionEnded
                 } else {
-                    WatchStep::Fired
+                    WatchStep::Again
                 }
             }
             Stage::Unset => {

@@ -11,7 +11,7 @@ use super::not_granted::NotGranted;
 use super::own_watch::OwnNodeWatch;
 use super::ungranted::{Created, UngrantedNode};
 use crate::error::{Error, Result};
-use crate::layout::{new_protected_prefix, Queue};
+use crate::layout::{new_protected_prefix, Queue, SequenceNode};
 use crate::session::Session;
 use crate::trace;
 use crate::zk::{create_containers, list_children, Reconnects};
@@ -69,8 +69,9 @@ impl Attempt for LockAttempt<'_> {
         // Boxed: done once joined, it would otherwise stay in the future of every waiter.
         let (name, token, children) = Box::pin(join_queue(zk, self.spec, self.acls, &mut self.node)).await?;
         let waiting = Waiting { may_wait: self.may_wait, trace_entry: true, watch_own: true };
+        let own_path = self.node.node_path(&name);
         let node_path =
-            wait_in_queue(zk, self.spec, &name, children, waiting).await?.ok_or(NotGranted::NodeVanished)?;
+            wait_in_queue(zk, self.spec, &name, own_path, children, waiting).await?.ok_or(NotGranted::NodeVanished)?;
         if self.spec.queue.exclusive() {
             self.node.granted_exclusively();
         }
@@ -192,7 +193,8 @@ pub(super) async fn wait_for_grant(
     children: Vec<String>,
 ) -> Result<bool> {
     let waiting = Waiting { may_wait: true, trace_entry: false, watch_own: false };
-    match wait_in_queue(zk, spec, name, children, waiting).await {
+    let own_path = format!("{}/{name}", spec.path).into();
+    match wait_in_queue(zk, spec, name, own_path, children, waiting).await {
         Ok(granted) => Ok(granted.is_some()),
         Err(NotGranted::Error(error)) => Err(error),
         Err(NotGranted::Busy | NotGranted::NodeVanished | NotGranted::SessionGone) => {
@@ -250,20 +252,21 @@ enum Place {
 fn place(spec: &LockSpec<'_>, name: &str, children: Vec<String>, trace_entry: bool) -> Place {
     let nodes = spec.queue.sorted(children);
     let Some(ours) = nodes.iter().position(|node| node.name == name) else { return Place::Gone };
-    let blockers = spec.queue.blockers(&nodes, ours);
+    let blockers: Vec<&SequenceNode> = spec.queue.blockers(&nodes, ours).collect();
     if trace_entry {
         trace::joined_queue(name, ours, blockers.len());
     }
-    let recheck = spec.queue.recheck_after().is_some_and(|kind| blockers.iter().any(|b| b.contains(kind)));
-    match blockers.into_iter().next_back() {
+    let recheck = blockers.iter().any(|blocker| spec.queue.rechecks_after(blocker.kind));
+    match blockers.last() {
         None => Place::First,
-        Some(nearest) => Place::Behind { nearest, recheck },
+        Some(nearest) => Place::Behind { nearest: nearest.name.clone(), recheck },
     }
 }
 
-/// Waits until the node `name` holds the lock by the recipe's rule, watching only the nearest
-/// node ahead and keeping nothing else of the queue. `children` is a listing made after the node
-/// was created. Returns the granted node's path, or `None` if the node vanished.
+/// Waits until the node `name` (at `own_path`) holds the lock by the recipe's rule, watching
+/// only the nearest node ahead and keeping nothing else of the queue. `children` is a listing
+/// made after the node was created. Returns the granted node's path, or `None` if the node
+/// vanished.
 ///
 /// When the nearest node goes, the queue is listed again (as Curator does), which also shows
 /// whether our own node is still there; unless that node was granted exclusively in this
@@ -274,10 +277,10 @@ async fn wait_in_queue(
     zk: &ZkClient,
     spec: &LockSpec<'_>,
     name: &str,
+    own_path: Arc<str>,
     mut children: Vec<String>,
     mut waiting: Waiting,
 ) -> std::result::Result<Option<Arc<str>>, NotGranted> {
-    let own_path: Arc<str> = format!("{}/{name}", spec.path).into();
     let mut own_watch: Option<OwnNodeWatch> = None;
     loop {
         let trace_entry = std::mem::take(&mut waiting.trace_entry);

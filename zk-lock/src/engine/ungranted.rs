@@ -9,6 +9,7 @@ use super::claim::Claim;
 use super::local_handoff::{self, LocalHandoff};
 use super::not_granted::NotGranted;
 use crate::background;
+use crate::path::ChildPath;
 use crate::session::Session;
 use crate::zk::{find_protected, Reconnects};
 
@@ -26,10 +27,8 @@ pub(super) enum Created {
 pub(super) struct UngrantedNode {
     session: Arc<Session>,
     /// `parent/_c_<uuid>-`: the prefix finds the node when the reply to `create` never arrived.
-    /// Shared with the node's registration in [`local_handoff`].
-    key: Arc<str>,
-    /// Where the prefix starts in `key`.
-    prefix_at: usize,
+    /// One string, shared with the node's ledger entry and its registration in [`local_handoff`].
+    key: ChildPath,
     /// A `create` was sent, and ZooKeeper has not confirmed that the node is gone. The claim
     /// knows the node's name once the reply to the `create` arrived.
     claim: Option<Claim>,
@@ -40,16 +39,8 @@ pub(super) struct UngrantedNode {
 
 impl UngrantedNode {
     pub(super) fn new(session: Arc<Session>, parent: &str, prefix: String) -> Self {
-        let key = format!("{parent}/{prefix}").into();
-        Self { session, key, prefix_at: parent.len() + 1, claim: None, shared_locally: false, local: None }
-    }
-
-    fn parent(&self) -> &str {
-        &self.key[..self.prefix_at - 1]
-    }
-
-    fn prefix(&self) -> &str {
-        &self.key[self.prefix_at..]
+        let key = ChildPath::new(parent, &prefix);
+        Self { session, key, claim: None, shared_locally: false, local: None }
     }
 
     /// A node in a lock queue, which other waiters on its session may wait behind: they follow
@@ -62,9 +53,16 @@ impl UngrantedNode {
         node
     }
 
+    /// The path of our node, named `name`: the ledger's copy once it has the name, one string
+    /// for the ledger, the waiter and the hold.
+    pub(super) fn node_path(&self, name: &str) -> Arc<str> {
+        let ledger_copy = self.claim.as_ref().and_then(Claim::node_path);
+        ledger_copy.unwrap_or_else(|| self.key.sibling(name).as_arc().clone())
+    }
+
     /// The path to create the node at, for a node named `lock_name` and a sequence.
     pub(super) fn create_path(&self, lock_name: &str) -> String {
-        format!("{}{lock_name}", self.key)
+        format!("{}{lock_name}", self.key.as_arc())
     }
 
     /// Settles the `reply` to our node's `create`. A broken connection may have hidden a create
@@ -82,7 +80,7 @@ impl UngrantedNode {
     ) -> Result<Created, NotGranted> {
         match reply {
             Ok((stat, sequence)) => {
-                let name = format!("{}{lock_name}{sequence}", self.prefix());
+                let name = format!("{}{lock_name}{sequence}", self.key.child());
                 self.created(&name);
                 Ok(Created::Made(name, stat.czxid))
             }
@@ -92,7 +90,7 @@ impl UngrantedNode {
             }
             Err(error) => {
                 reconnects.wait(error).await?;
-                match find_protected(zk, self.parent(), self.prefix()).await? {
+                match find_protected(zk, self.key.parent(), self.key.child()).await? {
                     Some((name, token)) => {
                         self.created(&name);
                         Ok(Created::Made(name, token))
@@ -112,10 +110,10 @@ impl UngrantedNode {
             // The previous attempt's registration (same prefix) goes first.
             self.local = None;
             let session = self.session.zk.session_id();
-            self.local = Some(local_handoff::register(self.key.clone(), session));
+            self.local = Some(local_handoff::register(self.key.as_arc().clone(), session));
         }
         if self.claim.is_none() {
-            self.claim = Some(Claim::new(&self.session, self.parent(), self.prefix()));
+            self.claim = Some(Claim::new(&self.session, &self.key));
         }
     }
 

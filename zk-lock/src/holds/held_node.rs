@@ -33,8 +33,6 @@ pub(crate) struct HeldNode {
     pub node_path: Arc<str>,
     pub token: i64,
     session: Arc<Session>,
-    /// The session's loss count when the lock was granted.
-    losses_seen: u64,
     /// What the tracing events say about this hold.
     trace: trace::HoldTrace,
     /// Lost, revoked, released: as the session's heartbeat and our release record it.
@@ -48,9 +46,7 @@ pub(crate) struct HeldNode {
 impl HeldNode {
     pub(crate) fn new(table: &Arc<HoldTable>, recipe: Recipe, key: String, path: &str, granted: Grant) -> Arc<Self> {
         trace::granted(&granted.node_path, granted.token);
-        // The ledger's copy of the node path, shared rather than kept twice.
-        let ledger_copy = granted.claim.as_ref().and_then(Claim::node_path).filter(|p| **p == *granted.node_path);
-        let node_path = ledger_copy.unwrap_or(granted.node_path);
+        let node_path = granted.node_path;
         let path: Arc<str> = path.into();
         let trace = trace::HoldTrace::new(recipe, path.clone(), node_path.clone());
         let events = HoldEvents::new(trace.clone(), granted.local.clone());
@@ -63,7 +59,6 @@ impl HeldNode {
             node_path,
             token: granted.token,
             session: granted.session,
-            losses_seen: granted.losses_seen,
             trace,
             status,
             local: granted.local,
@@ -120,7 +115,7 @@ impl HeldNode {
     pub(crate) fn is_held(&self) -> bool {
         !self.status.is_released()
             && self.lost_reason().is_none()
-            && self.session.health().losses == self.losses_seen
+            && self.session.health().losses == self.status.losses_seen()
             && !self.session.zk.state().is_terminated()
     }
 
@@ -163,7 +158,7 @@ impl HeldNode {
             deleted = &mut delete => deleted,
             // Declared lost while the delete waits for a reconnect: say so now; the reply (or
             // the session's retirement) settles the node in the background.
-            reason = self.session.lost_after(self.losses_seen) => {
+            reason = self.session.lost_after(self.status.losses_seen()) => {
                 background::spawn(delete);
                 self.trace.lost(reason);
                 return Err(self.lost_error(reason));

@@ -229,9 +229,13 @@ impl Queue {
     }
 
     /// The nodes that must be gone before ours, at `ours` in `nodes` (queue order), holds.
-    pub(crate) fn blockers(&self, nodes: &[SequenceNode], ours: usize) -> Vec<String> {
-        let ahead = nodes[..ours].iter().filter(|node| self.ours.waits_for(node.kind));
-        ahead.map(|node| node.name.clone()).collect()
+    pub(crate) fn blockers<'n>(
+        &self,
+        nodes: &'n [SequenceNode],
+        ours: usize,
+    ) -> impl DoubleEndedIterator<Item = &'n SequenceNode> + use<'n> {
+        let ours_kind = self.ours;
+        nodes[..ours].iter().filter(move |node| ours_kind.waits_for(node.kind))
     }
 
     /// Whether a grant needs every node ahead gone (a mutex, a writer), so that a waiter behind a
@@ -240,11 +244,11 @@ impl Queue {
         self.kinds.iter().all(|&kind| self.ours.waits_for(kind))
     }
 
-    /// A blocker of this kind going means the queue must be listed once more before we hold the
-    /// lock: a writer's task may have downgraded first, leaving a read node at the writer's
-    /// sequence that our listing did not have (see [`downgraded_read_name`]).
-    pub(crate) fn recheck_after(&self) -> Option<&'static str> {
-        (self.kinds.contains(&ParticipantKind::Write) && self.ours.waits_for(ParticipantKind::Read)).then_some(WRITE)
+    /// Whether a blocker of kind `blocker` going means the queue must be listed once more before
+    /// we hold the lock: a writer's task may have downgraded first, leaving a read node at the
+    /// writer's sequence that our listing did not have (see [`downgraded_read_name`]).
+    pub(crate) fn rechecks_after(&self, blocker: ParticipantKind) -> bool {
+        blocker == ParticipantKind::Write && self.ours.waits_for(ParticipantKind::Read)
     }
 
     /// The lock nodes among `children` of this queue's kinds, in queue order.

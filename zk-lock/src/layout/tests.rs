@@ -2,6 +2,10 @@
 
 use super::*;
 
+fn names<'n>(blockers: impl Iterator<Item = &'n SequenceNode>) -> Vec<&'n str> {
+    blockers.map(|node| node.name.as_str()).collect()
+}
+
 #[test]
 fn reads_curator_sequences() {
     assert_eq!(sequence_of("_c_0f8e7d6c-1b2a-4c3d-8e9f-000000000000-lock-0000000042", "lock-"), Some(42));
@@ -27,8 +31,8 @@ fn sorts_by_sequence_not_by_name() {
 fn mutex_waits_for_everything_ahead() {
     let children = ["a-lock-0000000001", "b-lock-0000000002", "c-lock-0000000003"];
     let nodes = sorted_nodes(children.map(String::from), MUTEX.kinds);
-    assert!(MUTEX.blockers(&nodes, 0).is_empty());
-    assert_eq!(MUTEX.blockers(&nodes, 2), ["a-lock-0000000001", "b-lock-0000000002"]);
+    assert!(names(MUTEX.blockers(&nodes, 0)).is_empty());
+    assert_eq!(names(MUTEX.blockers(&nodes, 2)), ["a-lock-0000000001", "b-lock-0000000002"]);
 }
 
 #[test]
@@ -38,10 +42,14 @@ fn readers_wait_for_writers_ahead_and_writers_for_everyone() {
     let nodes = sorted_nodes(children.map(String::from), RW_READ.kinds);
     use ParticipantKind::{Read, Write};
     assert_eq!(nodes.iter().map(|n| n.kind).collect::<Vec<_>>(), [Read, Write, Read, Write]);
-    assert!(RW_READ.blockers(&nodes, 0).is_empty(), "the first reader holds");
-    assert_eq!(RW_READ.blockers(&nodes, 2), ["_c_b-__WRIT__0000000002"], "a reader behind a writer waits for it only");
-    assert_eq!(RW_WRITE.blockers(&nodes, 1), ["_c_a-__READ__0000000001"], "a writer waits for readers ahead");
-    assert_eq!(RW_WRITE.blockers(&nodes, 3).len(), 3);
+    assert!(names(RW_READ.blockers(&nodes, 0)).is_empty(), "the first reader holds");
+    assert_eq!(
+        names(RW_READ.blockers(&nodes, 2)),
+        ["_c_b-__WRIT__0000000002"],
+        "a reader behind a writer waits for it only"
+    );
+    assert_eq!(names(RW_WRITE.blockers(&nodes, 1)), ["_c_a-__READ__0000000001"], "a writer waits for readers ahead");
+    assert_eq!(RW_WRITE.blockers(&nodes, 3).count(), 3);
 }
 
 #[test]
@@ -51,14 +59,16 @@ fn a_downgraded_read_node_sorts_at_its_writers_place() {
     let nodes = sorted_nodes(children.map(String::from), RW_WRITE.kinds);
     let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(names, ["_c_r-__READ__0000000005", "_c_w-__WRIT__0000000005", "_c_x-__WRIT__0000000006"]);
-    assert_eq!(RW_WRITE.blockers(&nodes, 2).len(), 2, "the next writer waits for the read node too");
+    assert_eq!(RW_WRITE.blockers(&nodes, 2).count(), 2, "the next writer waits for the read node too");
 }
 
 #[test]
 fn only_writers_queue_again_after_a_writer_went_and_grants_are_exclusive_for_mutex_and_writer() {
-    assert_eq!(RW_WRITE.recheck_after(), Some(WRITE));
-    assert_eq!(RW_READ.recheck_after(), None);
-    assert_eq!(MUTEX.recheck_after(), None);
+    use ParticipantKind::{Read, Write};
+    assert!(RW_WRITE.rechecks_after(Write));
+    assert!(!RW_WRITE.rechecks_after(Read));
+    assert!(!RW_READ.rechecks_after(Write));
+    assert!(!MUTEX.rechecks_after(ParticipantKind::Mutex));
     assert!(MUTEX.exclusive() && RW_WRITE.exclusive() && SEMAPHORE_REQUEST.exclusive());
     assert!(!RW_READ.exclusive());
 }

@@ -36,21 +36,20 @@ pub(crate) async fn acquire<A: Attempt>(
         // Boxed, and raced here rather than through wrappers: every wrapper around a future by
         // value holds it again, in every waiting acquisition.
         let mut run = Box::pin(attempt.run());
-        let failed = tokio::select! {
+        let outcome = tokio::select! {
             biased;
             // The session must not be used any more (it ended, or its locks were declared lost
             // and it is being retired).
-            () = session.terminated() => Some(NotGranted::SessionGone),
-            granted = &mut run => match granted {
-                Ok(()) => {
-                    drop(run);
-                    return Ok(attempt.grant());
-                }
-                Err(failed) => Some(failed),
-            },
+            () = session.terminated() => Some(Err(NotGranted::SessionGone)),
+            outcome = &mut run => Some(outcome),
             () = deadline.passed() => None,
         };
         drop(run);
+        let failed = match outcome {
+            Some(Ok(())) => return Ok(attempt.grant()),
+            Some(Err(failed)) => Some(failed),
+            None => None,
+        };
         if let Some(NotGranted::SessionGone) = failed {
             // The nodes go with the session (ended, or retired and closed by its retirement);
             // start again on a new one if we can open it.

@@ -13,6 +13,7 @@ use crate::engine::{Claim, Grant};
 use crate::error::{Error, Result};
 use crate::holds::HeldNode;
 use crate::layout::{downgraded_read_name, new_protected_prefix, Recipe};
+use crate::path::ChildPath;
 use crate::trace;
 use crate::zk::Reconnects;
 
@@ -203,7 +204,7 @@ impl RwLock {
         let session = writer.session().clone();
         let losses_seen = session.health().losses;
         // Until the node is a held lock, a cancelled or failed downgrade deletes it.
-        let claim = Claim::new(&session, &self.target.path, &prefix);
+        let claim = Claim::new(&session, &ChildPath::new(&self.target.path, &prefix));
         claim.named(&name);
         let token =
             create_downgrade_node(&session.zk, &node_path, &self.target.node_data(), client.node_acls()).await?;

@@ -283,7 +283,7 @@ impl Semaphore {
                     let key = key(&lease.node_path);
                     let lease = Grant {
                         session: granted.session.clone(),
-                        node_path: lease.node_path.into(),
+                        node_path: lease.node_path,
                         token: lease.token,
                         losses_seen: granted.losses_seen,
                         local: None,

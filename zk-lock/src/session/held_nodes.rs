@@ -4,12 +4,13 @@
 //! loss of the whole session reaches every held node at once.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::Notify;
+use zookeeper_client::{Client as ZkClient, Error as ZkError, MultiReadResult};
 
 use crate::error::LostReason;
+use crate::layout::REVOKE_MESSAGE;
+use crate::state_cell::StateCell;
 
 /// Told what the session learns of a held node, as it learns it.
 pub(crate) trait HeldNodeEvents: Send + Sync {
@@ -44,123 +45,97 @@ fn loss_of(state: u8) -> Option<LostReason> {
     }
 }
 
+/// Neither released nor lost: what the heartbeat reads, and what a loss may still reach.
+fn followed(state: u8) -> bool {
+    state & RELEASED == 0 && loss_of(state).is_none()
+}
+
 /// What the library knows of one held node: lost, revoked, released. Shared by the hold and
 /// its session; the first loss recorded stays, and nothing is recorded once it is released.
 pub(crate) struct HeldStatus {
-    id: u64,
     node_path: Arc<str>,
     /// The session's loss count when the lock was granted.
     losses_seen: u64,
-    state: AtomicU8,
-    changed: Notify,
+    state: StateCell,
     events: Box<dyn HeldNodeEvents>,
 }
 
 impl HeldStatus {
+    pub(super) fn new(node_path: Arc<str>, losses_seen: u64, events: Box<dyn HeldNodeEvents>) -> Self {
+        Self { node_path, losses_seen, state: StateCell::new(0), events }
+    }
+
     pub(crate) fn node_path(&self) -> &Arc<str> {
         &self.node_path
     }
 
+    /// The session's loss count when the lock was granted.
+    pub(crate) fn losses_seen(&self) -> u64 {
+        self.losses_seen
+    }
+
     pub(crate) fn lost(&self) -> Option<LostReason> {
-        loss_of(self.state.load(Ordering::Acquire))
+        loss_of(self.state.get())
     }
 
     pub(crate) fn is_revoked(&self) -> bool {
-        self.state.load(Ordering::Acquire) & REVOKED != 0
+        self.state.get() & REVOKED != 0
     }
 
     pub(crate) fn is_released(&self) -> bool {
-        self.state.load(Ordering::Acquire) & RELEASED != 0
+        self.state.get() & RELEASED != 0
     }
 
     /// Marks the node released by its holder (its own delete is about to be sent, and must not
     /// be taken for a loss); `false` if it was released before.
     pub(crate) fn release(&self) -> bool {
-        self.state.fetch_or(RELEASED, Ordering::AcqRel) & RELEASED == 0
+        self.state.update(|state| (state & RELEASED == 0).then_some(state | RELEASED), |_| {})
     }
 
     /// Records the loss, unless one is recorded already or the node was released.
     pub(crate) fn lose(&self, reason: LostReason) {
-        let recorded = self.state.fetch_update(Ordering::AcqRel, Ordering::Acquire, |state| {
-            (state & RELEASED == 0 && loss_of(state).is_none()).then_some(state | loss_code(reason))
-        });
-        if recorded.is_ok() {
-            // Told first, so whoever wakes up on the loss also finds it traced.
-            self.events.lost(reason);
-            self.changed.notify_waiters();
-        }
+        let record = |state| followed(state).then_some(state | loss_code(reason));
+        // Told first, so whoever wakes up on the loss also finds it traced.
+        self.state.update(record, |_| self.events.lost(reason));
     }
 
     /// Records a revocation request (once).
     pub(crate) fn revoke(&self) {
-        if self.state.fetch_or(REVOKED, Ordering::AcqRel) & REVOKED == 0 {
-            self.events.revoked();
-            self.changed.notify_waiters();
-        }
+        let record = |state| (state & REVOKED == 0).then_some(state | REVOKED);
+        self.state.update(record, |_| self.events.revoked());
     }
 
     /// Resolves with the loss once one is recorded. Cancel safe: it only observes.
     pub(crate) async fn until_lost(&self) -> LostReason {
-        loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            // Registered before the check, so a change between the two still wakes us.
-            changed.as_mut().enable();
-            if let Some(reason) = self.lost() {
-                return reason;
-            }
-            changed.await;
-        }
+        self.state.wait_for(loss_of).await
     }
 
     /// Resolves once a revocation request is recorded. Cancel safe: it only observes.
     pub(crate) async fn until_revoked(&self) {
-        loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            if self.is_revoked() {
-                return;
-            }
-            changed.await;
-        }
+        self.state.wait_for(|state| (state & REVOKED != 0).then_some(())).await
     }
 }
 
-/// The held nodes of one session that its heartbeat reads.
+/// The held nodes of one session that its heartbeat reads, by the address of their status.
 #[derive(Default)]
-pub(super) struct HeldNodes {
-    next_id: AtomicU64,
-    nodes: Mutex<HashMap<u64, Arc<HeldStatus>>>,
+pub(super) struct HeldNodes(Mutex<HashMap<usize, Arc<HeldStatus>>>);
+
+/// A status's key in the set: its address, unique while it is in the set.
+fn key(status: &HeldStatus) -> usize {
+    std::ptr::from_ref(status) as usize
 }
 
 impl HeldNodes {
-    fn nodes(&self) -> MutexGuard<'_, HashMap<u64, Arc<HeldStatus>>> {
-        self.nodes.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn nodes(&self) -> MutexGuard<'_, HashMap<usize, Arc<HeldStatus>>> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Starts following a node granted after `losses_seen` losses of the session.
-    pub(super) fn add(
-        &self,
-        node_path: Arc<str>,
-        losses_seen: u64,
-        events: Box<dyn HeldNodeEvents>,
-    ) -> Arc<HeldStatus> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let status = Arc::new(HeldStatus {
-            id,
-            node_path,
-            losses_seen,
-            state: AtomicU8::new(0),
-            changed: Notify::new(),
-            events,
-        });
-        self.nodes().insert(id, status.clone());
-        status
+    pub(super) fn insert(&self, status: &Arc<HeldStatus>) {
+        self.nodes().insert(key(status), status.clone());
     }
 
     pub(super) fn remove(&self, status: &HeldStatus) {
-        self.nodes().remove(&status.id);
+        self.nodes().remove(&key(status));
     }
 
     /// The session lost its locks for the `losses`-th time: every node granted before is lost.
@@ -174,13 +149,35 @@ impl HeldNodes {
 
     /// The nodes still held and not known lost, to be read by the heartbeat.
     pub(super) fn snapshot(&self) -> Vec<Arc<HeldStatus>> {
-        let nodes = self.nodes();
-        let followed = |status: &&Arc<HeldStatus>| {
-            let state = status.state.load(Ordering::Acquire);
-            state & RELEASED == 0 && loss_of(state).is_none()
-        };
-        nodes.values().filter(followed).cloned().collect()
+        self.nodes().values().filter(|status| followed(status.state.get())).cloned().collect()
     }
+}
+
+/// Nodes read in one request; more take one request per this many.
+const NODES_PER_READ: usize = 512;
+
+/// Reads the nodes `held` and records what it finds: a node gone, a revocation request. Every
+/// request is sent before any reply is awaited, so it takes one round trip.
+pub(super) async fn read(zk: &ZkClient, held: &[Arc<HeldStatus>]) -> Result<(), ZkError> {
+    let mut reads = Vec::new();
+    for chunk in held.chunks(NODES_PER_READ) {
+        let mut reader = zk.new_multi_reader();
+        for status in chunk {
+            reader.add_get_data(status.node_path())?;
+        }
+        reads.push(reader.commit());
+    }
+    for (chunk, read) in held.chunks(NODES_PER_READ).zip(reads) {
+        for (status, result) in chunk.iter().zip(read.await?) {
+            match result {
+                MultiReadResult::Data { data, .. } if data == REVOKE_MESSAGE => status.revoke(),
+                // Answered on the session that created the node: it is gone for good.
+                MultiReadResult::Error { err: ZkError::NoNode } => status.lose(LostReason::NodeDeleted),
+                _ => {}
+            }
+        }
+    }
+    Ok(())
 }
 
 impl std::fmt::Debug for HeldNodes {
@@ -191,7 +188,7 @@ impl std::fmt::Debug for HeldNodes {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
 
@@ -212,7 +209,9 @@ mod tests {
 
     fn held(nodes: &HeldNodes, losses_seen: u64) -> (Arc<HeldStatus>, Arc<Counted>) {
         let counted = Arc::new(Counted::default());
-        (nodes.add("/unit/held".into(), losses_seen, Box::new(counted.clone())), counted)
+        let status = Arc::new(HeldStatus::new("/unit/held".into(), losses_seen, Box::new(counted.clone())));
+        nodes.insert(&status);
+        (status, counted)
     }
 
     #[test]

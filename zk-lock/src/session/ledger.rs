@@ -7,56 +7,49 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::path::ChildPath;
+
 /// The ledger behind its lock, which no panic elsewhere makes unusable.
 pub(super) fn lock(ledger: &Mutex<Ledger>) -> MutexGuard<'_, Ledger> {
     ledger.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// One node of the ledger, in one string (shared with the node's hold): a session may own
-/// thousands.
+/// One node of the ledger, in one shared string (with the node's queue entry, then its hold): a
+/// session may own thousands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct OwnedNode {
     /// `parent/name` once the reply to its `create` (or a search by prefix) told the name;
     /// before, `parent/_c_<uuid>-`, the protected prefix that finds the node when the reply to
     /// its `create` never arrived.
-    path: Arc<str>,
-    /// Where the name (or the prefix) starts in `path`.
-    name_at: usize,
+    path: ChildPath,
     named: bool,
 }
 
 impl OwnedNode {
-    fn new(parent: &str, prefix: &str) -> Self {
-        Self { path: format!("{parent}/{prefix}").into(), name_at: parent.len() + 1, named: false }
-    }
-
-    /// The parent node's path.
     pub(crate) fn parent(&self) -> &str {
-        &self.path[..self.name_at - 1]
+        self.path.parent()
     }
 
     /// `_c_<uuid>-`, while the node's name is unknown.
     pub(crate) fn prefix(&self) -> Option<&str> {
-        (!self.named).then(|| &self.path[self.name_at..])
+        (!self.named).then(|| self.path.child())
     }
 
     /// The node's full path, once its name is known.
     pub(crate) fn path(&self) -> Option<&Arc<str>> {
-        self.named.then_some(&self.path)
-    }
-
-    fn name(&mut self, name: &str) {
-        self.path = format!("{}{name}", &self.path[..self.name_at]).into();
-        self.named = true;
+        self.named.then(|| self.path.as_arc())
     }
 
     /// Whether `path` is (or could be, while its name is unknown) this node.
     #[cfg(any(test, feature = "testing"))]
     pub(crate) fn matches(&self, path: &str) -> bool {
+        let Some(child) = path.strip_prefix(self.parent()).and_then(|rest| rest.strip_prefix('/')) else {
+            return false;
+        };
         match self.named {
-            true => path == &*self.path,
+            true => child == self.path.child(),
             // A prefix has no `/`: a match is a child of the parent.
-            false => path.starts_with(&*self.path) && !path[self.name_at..].contains('/'),
+            false => child.starts_with(self.path.child()) && !child.contains('/'),
         }
     }
 }
@@ -71,12 +64,13 @@ pub(crate) struct Ledger {
 }
 
 impl Ledger {
-    /// Records a node about to be created under `parent` with `prefix`; returns its entry's id.
-    pub(crate) fn add(&mut self, parent: &str, prefix: &str) -> u64 {
+    /// Records a node about to be created at `prefix` (`parent/_c_<uuid>-`); returns its
+    /// entry's id.
+    pub(crate) fn add(&mut self, prefix: &ChildPath) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         if !self.ended {
-            self.nodes.insert(id, OwnedNode::new(parent, prefix));
+            self.nodes.insert(id, OwnedNode { path: prefix.clone(), named: false });
         }
         id
     }
@@ -84,7 +78,8 @@ impl Ledger {
     /// The node's name is known.
     pub(crate) fn named(&mut self, id: u64, name: &str) {
         if let Some(node) = self.nodes.get_mut(&id) {
-            node.name(name);
+            node.path = node.path.sibling(name);
+            node.named = true;
         }
     }
 
@@ -121,7 +116,7 @@ mod tests {
     #[test]
     fn a_node_matches_by_name_once_known_and_by_prefix_before() {
         let mut ledger = Ledger::default();
-        let id = ledger.add("/a/b", "_c_1-");
+        let id = ledger.add(&ChildPath::new("/a/b", "_c_1-"));
         let node = ledger.get(id).unwrap().clone();
         assert!(node.matches("/a/b/_c_1-lock-0000000001"));
         assert!(!node.matches("/a/b/_c_2-lock-0000000001"));
@@ -135,14 +130,14 @@ mod tests {
     #[test]
     fn an_ended_ledger_owns_nothing() {
         let mut ledger = Ledger::default();
-        let kept = ledger.add("/p", "_c_1-");
-        let removed = ledger.add("/p", "_c_2-");
+        let kept = ledger.add(&ChildPath::new("/p", "_c_1-"));
+        let removed = ledger.add(&ChildPath::new("/p", "_c_2-"));
         ledger.remove(removed);
         assert_eq!(ledger.nodes().len(), 1);
         assert!(ledger.get(kept).is_some());
         ledger.end();
         assert!(ledger.nodes().is_empty());
-        let after = ledger.add("/p", "_c_3-");
+        let after = ledger.add(&ChildPath::new("/p", "_c_3-"));
         assert!(ledger.get(after).is_none(), "nothing can be created on an ended session");
     }
 }

@@ -22,15 +22,14 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
-use zookeeper_client::{Client as ZkClient, MultiReadResult, SessionState};
+use zookeeper_client::{Client as ZkClient, SessionState};
 
-use super::held_nodes::{HeldNodes, HeldStatus};
+use super::held_nodes::{self, HeldNodes, HeldStatus};
 use super::ledger::{self, Ledger};
 use super::retire::{retire, Reopen};
 use super::Health;
 use crate::background;
 use crate::error::LostReason;
-use crate::layout::REVOKE_MESSAGE;
 
 /// The locks are declared lost 3/5 of the session timeout after the send of the last answered
 /// request.
@@ -147,9 +146,6 @@ fn lose(health: &watch::Sender<Health>, held: &HeldNodes, reason: LostReason, te
 
 type Reply = Pin<Box<dyn Future<Output = Result<(), zookeeper_client::Error>> + Send>>;
 
-/// Nodes read in one request; more take one request per this many.
-const NODES_PER_READ: usize = 512;
-
 /// One cheap request at a time, every `period`, each remembered with the time it was sent.
 struct Heartbeat {
     zk: ZkClient,
@@ -195,34 +191,14 @@ impl Heartbeat {
     }
 }
 
-/// One heartbeat: reads the held nodes and records what it finds, or, with none, asks whether
+/// One heartbeat: reads the held nodes (recording what it finds), or, with none, asks whether
 /// the root exists.
 fn beat(zk: ZkClient, held: Vec<Arc<HeldStatus>>) -> Reply {
     Box::pin(async move {
         if held.is_empty() {
-            return zk.check_stat("/").await.map(drop);
+            zk.check_stat("/").await.map(drop)
+        } else {
+            held_nodes::read(&zk, &held).await
         }
-        // Every request is sent before any reply is awaited: the beat takes one round trip.
-        let mut reads = Vec::new();
-        for chunk in held.chunks(NODES_PER_READ) {
-            let mut reader = zk.new_multi_reader();
-            for status in chunk {
-                reader.add_get_data(status.node_path())?;
-            }
-            reads.push(reader.commit());
-        }
-        for (chunk, read) in held.chunks(NODES_PER_READ).zip(reads) {
-            for (status, result) in chunk.iter().zip(read.await?) {
-                match result {
-                    MultiReadResult::Data { data, .. } if data == REVOKE_MESSAGE => status.revoke(),
-                    // Answered on the session that created the node: it is gone for good.
-                    MultiReadResult::Error { err: zookeeper_client::Error::NoNode } => {
-                        status.lose(LostReason::NodeDeleted)
-                    }
-                    _ => {}
-                }
-            }
-        }
-        Ok(())
     })
 }

@@ -104,7 +104,8 @@ impl Session {
         losses_seen: u64,
         events: Box<dyn HeldNodeEvents>,
     ) -> Arc<HeldStatus> {
-        let status = self.held.add(node_path, losses_seen, events);
+        let status = Arc::new(HeldStatus::new(node_path, losses_seen, events));
+        self.held.insert(&status);
         // Checked after it is added: a loss declared since the grant either counted before this
         // check or finds the node in the set.
         let health = self.health();
