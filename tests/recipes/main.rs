@@ -14,7 +14,7 @@
 //!   (exclusion under contention, `Busy` and timeouts leaving no node) are written once, in
 //!   [`scenarios`], and run from each recipe's module;
 //! - around the recipes: [`revoke`], [`participants`], [`fenced_writes`], [`acl`], [`tls`],
-//!   [`bad_input`], [`api`] (compile-time promises), [`requests_per_cycle`] (the server's
+//!   [`bad_input`], [`close`] (`Client::close`), [`api`] (compile-time promises), [`requests_per_cycle`] (the server's
 //!   counters);
 //! - the attributes: [`macros`], [`macro_tracing`], [`declared`] (their compile errors are
 //!   `tests/ui.rs`);
@@ -34,6 +34,7 @@ mod scenarios;
 mod acl;
 mod api;
 mod bad_input;
+mod close;
 mod curator_interop;
 mod curator_peer;
 mod curator_revoke;

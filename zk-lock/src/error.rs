@@ -64,6 +64,15 @@ pub enum Error {
         reason: String,
     },
 
+    /// The client was closed ([`Client::close`](crate::Client::close) or
+    /// [`shutdown`](crate::shutdown)): an acquisition waiting on it, or asked of it afterwards,
+    /// ends with this error.
+    #[error("cannot take or use `{path}`: its zookeeper client was closed (by `Client::close` or `zk_lock::shutdown`) and takes no more requests; connect a new client to go on")]
+    ClientClosed {
+        /// The lock (or count) path.
+        path: String,
+    },
+
     /// No ZooKeeper session could be established.
     #[error("cannot connect to ZooKeeper at `{connect_string}`: {reason}")]
     Connect {
@@ -102,7 +111,8 @@ pub enum Error {
 pub enum LostReason {
     /// The ZooKeeper session expired; every ephemeral node of it is gone.
     SessionExpired,
-    /// The client was closed or failed authentication.
+    /// The client was closed ([`Client::close`](crate::Client::close),
+    /// [`shutdown`](crate::shutdown)), or its credentials were refused on a reconnect.
     SessionClosed,
     /// The server has not answered for 3/5 of the session timeout: it could expire the session
     /// soon after, and grant the lock to someone else. The lock is given up before that can
@@ -116,7 +126,9 @@ impl std::fmt::Display for LostReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Self::SessionExpired => "the zookeeper session expired",
-            Self::SessionClosed => "the zookeeper client was closed",
+            Self::SessionClosed => {
+                "the zookeeper session was closed (by `Client::close` or `zk_lock::shutdown`, or its credentials were refused)"
+            }
             Self::ConnectionLost => {
                 "no reply from zookeeper for 3/5 of the session timeout; the session is given up before the server could expire it"
             }

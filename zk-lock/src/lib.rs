@@ -199,7 +199,7 @@ pub use recipes::rwlock::*;
 pub use recipes::semaphore::*;
 pub use recipes::semaphore_mutex::*;
 pub use recipes::shared_count::*;
-pub use registry::{connect, default_client, named_client, CONNECT_ENV, DEFAULT_CONNECT_STRING};
+pub use registry::{connect, default_client, named_client, shutdown, CONNECT_ENV, DEFAULT_CONNECT_STRING};
 pub use zk_lock_macros::{zk_lock, zk_multi_lock, zk_read_lock, zk_semaphore, zk_write_lock};
 /// zookeeper-client's TLS options, for [`ClientBuilder::tls_options`].
 #[cfg(feature = "tls")]

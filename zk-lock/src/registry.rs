@@ -106,6 +106,37 @@ pub fn named_client(name: &str) -> Result<Client> {
     Err(Error::UnknownClient { name: name.to_owned(), installed })
 }
 
+/// Closes every client of the registry, the default one and the named ones, at once (see
+/// [`Client::close`]): their locks are reported lost, their sessions end on the server so that
+/// other processes are granted those locks without waiting out a session timeout, and every
+/// acquisition through them from now on fails with [`Error::ClientClosed`]. Call it last, when
+/// the process shuts down:
+///
+/// ```no_run
+/// # async fn serve() {}
+/// # async fn demo() {
+/// tokio::select! {
+///     () = serve() => {}
+///     _ = tokio::signal::ctrl_c() => {}
+/// }
+/// zk_lock::shutdown().await;
+/// # }
+/// ```
+///
+/// Clients made with [`ClientBuilder::connect`] and never installed, and defaults replaced by a
+/// later install, are not in the registry: close them yourself.
+///
+/// # Cancel safety
+///
+/// Cancel safe: as [`Client::close`], the clients are closed once it is first polled.
+pub async fn shutdown() {
+    let clients: Vec<Client> = {
+        let registry = read();
+        registry.default.iter().chain(registry.named.values()).cloned().collect()
+    };
+    futures::future::join_all(clients.iter().map(Client::close)).await;
+}
+
 /// Installs `client`; a replaced client stays alive for the guards that use it.
 pub(crate) fn install(name: Option<String>, client: Client) {
     let mut registry = REGISTRY.write().unwrap_or_else(|e| e.into_inner());

@@ -8,6 +8,7 @@ mod config;
 mod connect;
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, RwLock};
 use std::time::Duration;
 
@@ -16,9 +17,7 @@ use zookeeper_client::{Acl, Acls};
 pub use self::builder::ClientBuilder;
 use self::config::ClientConfig;
 use self::connect::{acls_of, open_session, ANYONE_ALL};
-#[cfg(doc)]
-use crate::error::Error;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::holds::HoldTable;
 use crate::session::Session;
 
@@ -50,6 +49,8 @@ struct ClientInner {
     sessions: StdMutex<Vec<Arc<Session>>>,
     /// Locks held through this client, by lock path and recipe, for re-entrancy.
     holds: Arc<HoldTable>,
+    /// [`Client::close`] was called: no session is used or opened any more.
+    closed: AtomicBool,
 }
 
 impl Client {
@@ -79,6 +80,7 @@ impl Client {
             sessions: StdMutex::new(vec![session]),
             renewing: tokio::sync::Mutex::new(()),
             holds: Arc::default(),
+            closed: AtomicBool::new(false),
         };
         Self { inner: Arc::new(inner) }
     }
@@ -117,17 +119,27 @@ impl Client {
     }
 
     /// The session new acquisitions should use: the current one, or a new one if it died.
-    pub(crate) async fn session(&self) -> Result<Arc<Session>> {
+    /// `path`: what it is for, named by the error if the client is closed.
+    pub(crate) async fn session(&self, path: &str) -> Result<Arc<Session>> {
+        self.refuse_if_closed(path)?;
         let current = self.current_session();
         if current.is_usable() || !self.inner.config.renewable {
             return Ok(current);
         }
         // Boxed: opening a session is rare, and inline it would swell every waiting acquisition.
-        Box::pin(self.renew_session()).await
+        Box::pin(self.renew_session(path)).await
+    }
+
+    /// [`Error::ClientClosed`] once [`close`](Self::close) was called.
+    pub(crate) fn refuse_if_closed(&self, path: &str) -> Result<()> {
+        match self.is_closed() {
+            true => Err(Error::ClientClosed { path: path.to_owned() }),
+            false => Ok(()),
+        }
     }
 
     /// Opens a session to replace the current one, unless another caller did meanwhile.
-    async fn renew_session(&self) -> Result<Arc<Session>> {
+    async fn renew_session(&self, path: &str) -> Result<Arc<Session>> {
         let _renewing = self.inner.renewing.lock().await;
         let current = self.current_session();
         if current.is_usable() {
@@ -135,10 +147,46 @@ impl Client {
         }
         let fresh = open_session(self.inner.config.clone()).await?;
         *self.inner.session.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
-        let mut sessions = self.inner.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        sessions.retain(|session| !session.ledger().has_ended());
-        sessions.push(fresh.clone());
+        {
+            let mut sessions = self.inner.sessions.lock().unwrap_or_else(|e| e.into_inner());
+            sessions.retain(|session| !session.ledger().has_ended());
+            sessions.push(fresh.clone());
+        }
+        // Closed while it was being opened: `close` may have missed it, so it ends here.
+        if let Err(closed) = self.refuse_if_closed(path) {
+            fresh.close(self.inner.config.session_timeout).await;
+            return Err(closed);
+        }
         Ok(fresh)
+    }
+
+    /// Ends this client (every clone of it) at once: every lock held through it is reported
+    /// lost ([`LostReason::SessionClosed`](crate::LostReason::SessionClosed)), every acquisition
+    /// waiting on it ends with [`Error::ClientClosed`], and so does every later one. Its session
+    /// is then closed on the server, which deletes its nodes, so waiters in other processes are
+    /// granted at once rather than after the session timeout.
+    ///
+    /// Call it when the process shuts down (see [`shutdown`](crate::shutdown) for the
+    /// registry's clients). Resolves once ZooKeeper confirmed the end, or after the session
+    /// timeout if the server cannot be reached (by then it has expired the session). Closing
+    /// again does nothing more. A client made by [`from_zookeeper`](Self::from_zookeeper) is
+    /// closed for the library, but its session ends only when you drop your own
+    /// `zookeeper_client::Client`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the client is closed once the call is first polled, and the sessions end in
+    /// the background whether or not it is awaited to the end.
+    pub async fn close(&self) {
+        self.inner.closed.store(true, Ordering::Release);
+        let sessions = self.inner.sessions.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let timeout = self.inner.config.session_timeout;
+        futures::future::join_all(sessions.iter().map(|session| session.close(timeout))).await;
+    }
+
+    /// Whether [`close`](Self::close) was called on this client or a clone of it.
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
     }
 
     /// Every session of this client that ZooKeeper has not confirmed ended, the current one last.

@@ -54,7 +54,7 @@ pub(crate) async fn acquire<A: Attempt>(
             // The nodes go with the session (ended, or retired and closed by its retirement);
             // start again on a new one if we can open it.
             attempt.let_go();
-            Box::pin(renewal(client, &session)).await?;
+            Box::pin(renewal(client, &session, path)).await?;
             continue;
         }
         Box::pin(session.unless_terminated(attempt.remove())).await;
@@ -78,7 +78,8 @@ fn give_up(failed: Option<NotGranted>, path: &str, started: Instant) -> Option<E
 }
 
 /// After an attempt's session went: `Ok` if the client can open another one.
-async fn renewal(client: &Client, old: &Session) -> Result<()> {
+async fn renewal(client: &Client, old: &Session, path: &str) -> Result<()> {
+    client.refuse_if_closed(path)?;
     if !client.is_renewable() {
         return Err(zookeeper_client::Error::SessionExpired.into());
     }
@@ -96,7 +97,7 @@ async fn session_within(client: &Client, deadline: Deadline, path: &str, started
     let timeout = || Error::Timeout { path: path.to_owned(), waited: started.elapsed() };
     let mut pause = Duration::from_millis(50);
     loop {
-        match deadline.limit(client.session()).await.ok_or_else(timeout)? {
+        match deadline.limit(client.session(path)).await.ok_or_else(timeout)? {
             Err(Error::Connect { .. }) if deadline.may_wait() => {
                 let retry_at = deadline.retry_at(pause).ok_or_else(timeout)?;
                 tokio::time::sleep_until(retry_at).await;

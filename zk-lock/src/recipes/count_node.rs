@@ -109,7 +109,7 @@ pub(super) async fn follow(
         if let Some(watcher) = watcher.take() {
             let event = watcher.changed().await;
             if event.event_type == EventType::Session && event.session_state.is_terminated() {
-                match renew(&client).await {
+                match renew(&client, &path).await {
                     Some(fresh) => session = fresh,
                     None => return,
                 }
@@ -128,13 +128,13 @@ pub(super) async fn follow(
                 // Created meanwhile: read it.
                 Ok((Some(_), _)) => {}
                 Err(error) => {
-                    if !ride_out(&client, &mut session, error).await {
+                    if !ride_out(&client, &mut session, &path, error).await {
                         return;
                     }
                 }
             },
             Err(error) => {
-                if !ride_out(&client, &mut session, error).await {
+                if !ride_out(&client, &mut session, &path, error).await {
                     return;
                 }
             }
@@ -144,7 +144,7 @@ pub(super) async fn follow(
 
 /// After a failed request: waits for the connection, or moves to the client's next session.
 /// `false` if there will be no next session.
-async fn ride_out(client: &Client, session: &mut Arc<Session>, error: ZkError) -> bool {
+async fn ride_out(client: &Client, session: &mut Arc<Session>, path: &str, error: ZkError) -> bool {
     let terminal = matches!(error, ZkError::SessionExpired | ZkError::ClientClosed | ZkError::AuthFailed);
     if !terminal && Reconnects::new(&session.zk).wait(error).await.is_ok() {
         return true;
@@ -154,7 +154,7 @@ async fn ride_out(client: &Client, session: &mut Arc<Session>, error: ZkError) -
         tokio::time::sleep(RETRY_DELAY).await;
         return true;
     }
-    match renew(client).await {
+    match renew(client, path).await {
         Some(fresh) => {
             *session = fresh;
             true
@@ -163,14 +163,16 @@ async fn ride_out(client: &Client, session: &mut Arc<Session>, error: ZkError) -
     }
 }
 
-/// The client's next session, once it can open one; `None` for a client that cannot renew.
-async fn renew(client: &Client) -> Option<Arc<Session>> {
+/// The client's next session, once it can open one; `None` for a client that cannot renew, or
+/// that was closed.
+async fn renew(client: &Client, path: &str) -> Option<Arc<Session>> {
     if !client.is_renewable() {
         return None;
     }
     loop {
-        match client.session().await {
+        match client.session(path).await {
             Ok(session) if session.is_usable() => return Some(session),
+            Err(Error::ClientClosed { .. }) => return None,
             _ => tokio::time::sleep(RETRY_DELAY).await,
         }
     }

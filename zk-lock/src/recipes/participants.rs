@@ -154,7 +154,7 @@ pub async fn participants(path: &str) -> Result<Vec<Participant>> {
 /// Cancel safe: it only reads.
 pub async fn participants_with(client: &Client, path: &str) -> Result<Vec<Participant>> {
     validate_lock_path(path)?;
-    let session = client.session().await?;
+    let session = client.session(path).await?;
     let mut found = read_participants(&session.zk, path).await?;
     mark_waiting_lease(&mut found);
     Ok(found)

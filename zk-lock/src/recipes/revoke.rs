@@ -55,7 +55,7 @@ pub async fn revoke(path: &str) -> Result<usize> {
 /// Asking twice is harmless, so calling it again completes the job.
 pub async fn revoke_with(client: &Client, path: &str) -> Result<usize> {
     validate_lock_path(path)?;
-    let session = client.session().await?;
+    let session = client.session(path).await?;
     let zk = &session.zk;
     let holders: Vec<String> = read_participants(zk, path)
         .await?
@@ -107,7 +107,7 @@ pub async fn revoke_node(client: &Client, node_path: &str) -> Result<()> {
             ),
         ));
     }
-    let session = client.session().await?;
+    let session = client.session(node_path).await?;
     let zk = &session.zk;
     finish_write(zk, node_path, zk.set_data(node_path, REVOKE_MESSAGE, None)).await?;
     Ok(())

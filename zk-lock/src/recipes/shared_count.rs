@@ -135,7 +135,7 @@ impl SharedCount {
             Some(client) => client.clone(),
             None => registry::default_client().await?,
         };
-        let session = client.session().await?;
+        let session = client.session(&inner.path).await?;
         let (count, watcher) = create_and_watch(&session.zk, &inner.path, inner.initial, client.node_acls())
             .await
             .map_err(|e| e.at_path(&inner.path))?;
@@ -205,7 +205,7 @@ impl SharedCount {
 
     async fn read_now(&self) -> Result<VersionedCount> {
         let client = self.started_client().await?;
-        let zk = client.session().await?.zk.clone();
+        let zk = client.session(&self.inner.path).await?.zk.clone();
         let mut reconnects = Reconnects::new(&zk);
         loop {
             match zk.get_data(&self.inner.path).await {
@@ -235,7 +235,7 @@ impl SharedCount {
 
     async fn set_now(&self, value: i32) -> Result<()> {
         let client = self.started_client().await?;
-        let zk = client.session().await?.zk.clone();
+        let zk = client.session(&self.inner.path).await?.zk.clone();
         let mut reconnects = Reconnects::new(&zk);
         loop {
             // Writing the same value again after a lost reply is harmless.
@@ -267,7 +267,7 @@ impl SharedCount {
 
     async fn try_set_now(&self, value: i32, expected_version: i32) -> Result<bool> {
         let client = self.started_client().await?;
-        let zk = client.session().await?.zk.clone();
+        let zk = client.session(&self.inner.path).await?.zk.clone();
         let path = &self.inner.path;
         if expected_version < 0 {
             self.read().await?;

@@ -9,7 +9,7 @@
 //! zookeeper-client's own ping) and declares the locks lost at
 //! `s + 3/5 T` for the latest such `s`: `2/5 T` before anyone else can be granted them (docs/
 //! reliability.md derives the bound). A terminal state of the client (expired, closed) loses
-//! them at once.
+//! them at once, and so does `Client::close`, which also ends the session on the server.
 //!
 //! The heartbeat's request is a read of the session's held nodes (an `exists` when it holds
 //! none), so that a node deleted by someone else, or asked to be given up, is seen within
@@ -24,8 +24,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use zookeeper_client::{Client as ZkClient, SessionState};
 
+use super::end::SessionEnd;
 use super::held_nodes::{self, HeldNodes, HeldStatus};
-use super::ledger::{self, Ledger};
+use super::ledger::Ledger;
 use super::retire::{retire, Reopen};
 use super::Health;
 use crate::background;
@@ -49,6 +50,7 @@ pub(super) async fn monitor(
     health: watch::Sender<Health>,
     ledger: Arc<Mutex<Ledger>>,
     held: Arc<HeldNodes>,
+    end: Arc<SessionEnd>,
     reopen: Option<Reopen>,
 ) {
     let timeout = zk.session_timeout();
@@ -63,19 +65,29 @@ pub(super) async fn monitor(
             lose(&health, &held, reason, true);
             match reopen {
                 // Closed by us (all handles dropped): the server ended it.
-                _ if state == SessionState::Closed => ledger::lock(&ledger).end(),
+                _ if state == SessionState::Closed => end.confirm(&ledger),
                 // Expired by the server, or given up by zookeeper-client after 1.4 T without a
                 // connection, or its credentials refused on a reconnect: the server may still
                 // hold it, so close it there (at once: it already is expired, or unreachable).
-                Some(reopen) => end_on_server(&zk, &ledger, reopen, Instant::now()),
+                Some(reopen) => end_on_server(&zk, &ledger, &end, reopen, Instant::now()),
                 // A session we cannot reach again: take the client's word.
-                None => ledger::lock(&ledger).end(),
+                None => end.confirm(&ledger),
             }
             return;
         }
         let deadline = answered_sent_at.map(|sent| sent + lose_after);
         tokio::select! {
             biased;
+            () = end.close_asked() => {
+                // Told before the server deletes the nodes: the holders learn it first.
+                lose(&health, &held, LostReason::SessionClosed, true);
+                if let Some(reopen) = reopen {
+                    stop_reconnecting(&zk);
+                    end_on_server(&zk, &ledger, &end, reopen, Instant::now());
+                }
+                // Else a session the user opened: it ends when the user drops it.
+                return;
+            }
             next = states.changed() => state = next,
             // One request at a time: each answered one was sent after the one before.
             sent = heartbeat.answered() => answered_sent_at = Some(sent),
@@ -86,7 +98,7 @@ pub(super) async fn monitor(
                     // hand its locks to the next holder sooner than a plain expiry would.
                     let earliest_expiry = deadline.map_or_else(Instant::now, |at| at - lose_after + timeout);
                     stop_reconnecting(&zk);
-                    end_on_server(&zk, &ledger, reopen, earliest_expiry);
+                    end_on_server(&zk, &ledger, &end, reopen, earliest_expiry);
                     return;
                 }
                 // Declared once per silence: a session we cannot retire is lost again only after
@@ -118,9 +130,16 @@ fn stop_reconnecting(zk: &ZkClient) {
 }
 
 /// Retires the session: closed on the server as soon as it is reachable, not before
-/// `not_before`.
-fn end_on_server(zk: &ZkClient, ledger: &Arc<Mutex<Ledger>>, reopen: Reopen, not_before: Instant) {
-    background::spawn(retire(zk.session().clone(), zk.session_timeout(), reopen, ledger.clone(), not_before));
+/// `not_before` unless a close is asked for.
+fn end_on_server(
+    zk: &ZkClient,
+    ledger: &Arc<Mutex<Ledger>>,
+    end: &Arc<SessionEnd>,
+    reopen: Reopen,
+    not_before: Instant,
+) {
+    let session = zk.session().clone();
+    background::spawn(retire(session, zk.session_timeout(), reopen, ledger.clone(), end.clone(), not_before));
 }
 
 fn terminal_reason(state: SessionState) -> Option<LostReason> {

@@ -1,10 +1,12 @@
 //! One ZooKeeper session: when its locks are lost ([`liveness`]), the nodes held on it that its
 //! heartbeat reads ([`held_nodes`]), the nodes the library must still see deleted on it
-//! ([`ledger`]), and its retirement once a loss has been declared ([`retire`]).
+//! ([`ledger`]), its retirement once a loss has been declared ([`retire`]), and its end, asked
+//! for by `Client::close` and confirmed by the server ([`end`]).
 //!
 //! The bottom layer above the foundations: it uses zookeeper-client, the background runtime and
 //! `error`.
 
+mod end;
 mod held_nodes;
 mod ledger;
 mod liveness;
@@ -12,10 +14,12 @@ mod retire;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use self::end::SessionEnd;
 use self::held_nodes::HeldNodes;
 pub(crate) use self::held_nodes::{HeldNodeEvents, HeldStatus};
 use self::ledger::Ledger;
@@ -43,6 +47,9 @@ pub(crate) struct Session {
     health: watch::Receiver<Health>,
     ledger: Arc<Mutex<Ledger>>,
     held: Arc<HeldNodes>,
+    end: Arc<SessionEnd>,
+    /// Whether the library can end it on the server (it knows how to reach it again).
+    closable: bool,
     monitor: JoinHandle<()>,
 }
 
@@ -55,9 +62,31 @@ impl Session {
         let (sender, health) = watch::channel(Health::default());
         let ledger = Arc::new(Mutex::new(Ledger::default()));
         let held = Arc::new(HeldNodes::default());
-        let monitor =
-            background::spawn(liveness::monitor(zk.clone(), started, sender, ledger.clone(), held.clone(), reopen));
-        Arc::new(Self { zk, health, ledger, held, monitor })
+        let end = Arc::new(SessionEnd::new());
+        let closable = reopen.is_some();
+        let monitor = background::spawn(liveness::monitor(
+            zk.clone(),
+            started,
+            sender,
+            ledger.clone(),
+            held.clone(),
+            end.clone(),
+            reopen,
+        ));
+        Arc::new(Self { zk, health, ledger, held, end, closable, monitor })
+    }
+
+    /// Ends the session: its locks are reported lost (`SessionClosed`) first, then it is closed
+    /// on the server, which deletes its nodes. Resolves once the server confirmed it, or after
+    /// `patience` (the session's timeout: by then an unreachable server has expired it anyway).
+    /// A session opened by the user is only reported lost: it ends when the user drops it.
+    pub(crate) async fn close(&self, patience: Duration) {
+        self.end.ask_close();
+        // The monitor declares the loss at once (or did, before a retirement).
+        self.terminated().await;
+        if self.closable {
+            let _ = tokio::time::timeout(patience, self.end.confirmed()).await;
+        }
     }
 
     pub(crate) fn health(&self) -> Health {

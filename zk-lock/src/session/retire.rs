@@ -13,7 +13,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use zookeeper_client::{Client as ZkClient, Error as ZkError, SessionInfo, SessionState};
 
-use super::ledger::{self, Ledger};
+use super::end::SessionEnd;
+use super::ledger::Ledger;
 
 /// Connects again to an existing session (same connect string, credentials and TLS as the
 /// client that opened it). Resolves with `SessionExpired` if the server says it ended.
@@ -26,15 +27,22 @@ pub(crate) type ReopenFuture = Pin<Box<dyn Future<Output = Result<ZkClient, ZkEr
 const FIRST_PAUSE: Duration = Duration::from_millis(50);
 
 /// Closes `session` on the server, not before `not_before` (the earliest moment the server could
-/// expire it), trying until the server confirms it ended.
+/// expire it) unless `Client::close` asks for it sooner, trying until the server confirms it
+/// ended.
 pub(super) async fn retire(
     session: SessionInfo,
     timeout: Duration,
     reopen: Reopen,
     ledger: Arc<Mutex<Ledger>>,
+    end: Arc<SessionEnd>,
     not_before: Instant,
 ) {
-    tokio::time::sleep_until(not_before).await;
+    // Every holder on it was told of the loss already: the wait only keeps the locks from passing
+    // on sooner than an expiry would, which a close asks for.
+    tokio::select! {
+        () = tokio::time::sleep_until(not_before) => {}
+        () = end.close_asked() => {}
+    }
     let mut pause = FIRST_PAUSE;
     loop {
         match reopen(session.clone()).await {
@@ -62,5 +70,5 @@ pub(super) async fn retire(
         // Short enough that a healed partition frees the locks within about half a timeout.
         pause = (pause * 2).min(timeout / 4);
     }
-    ledger::lock(&ledger).end();
+    end.confirm(&ledger);
 }
