@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 mod embedded;
 #[path = "common/flags.rs"]
 mod flags;
+#[path = "common/shutdown.rs"]
+mod shutdown;
 
 const LOCK_PATH: &str = "/demo/lock-order";
 const WORK: Duration = Duration::from_millis(50);
@@ -99,6 +101,10 @@ fn parent(processes: usize, tasks: usize) -> Result<(), Box<dyn std::error::Erro
 
 #[tokio::main]
 async fn worker(process: usize, tasks: usize) -> Result<(), Box<dyn std::error::Error>> {
+    shutdown::after(take_turns(process, tasks)).await
+}
+
+async fn take_turns(process: usize, tasks: usize) -> Result<(), Box<dyn std::error::Error>> {
     let connect_string = std::env::var(zk_lock::CONNECT_ENV)?;
     zk_lock::connect(&connect_string).await?;
     let mut handles = Vec::new();

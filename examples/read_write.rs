@@ -30,6 +30,8 @@ use zk_lock::{zk_read_lock, zk_write_lock, Error, RwLock};
 mod embedded;
 #[path = "common/flags.rs"]
 mod flags;
+#[path = "common/shutdown.rs"]
+mod shutdown;
 
 const PRICE_LOCK: &str = "/demo/read-write/price";
 /// How long anything here waits for something that should happen soon.
@@ -75,6 +77,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 #[tokio::main]
 async fn run(connect_string: &str, readers: usize, work: Duration) -> Result<(), BoxError> {
+    shutdown::after(run_scenes(connect_string, readers, work)).await
+}
+
+async fn run_scenes(connect_string: &str, readers: usize, work: Duration) -> Result<(), BoxError> {
     zk_lock::connect(connect_string).await?;
     println!("Readers and writers of the price at `{PRICE_LOCK}` on ZooKeeper at {connect_string}\n");
     LazyLock::force(&STARTED);

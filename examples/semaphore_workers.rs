@@ -26,6 +26,8 @@ use zk_lock::{zk_semaphore, SharedCount};
 mod embedded;
 #[path = "common/flags.rs"]
 mod flags;
+#[path = "common/shutdown.rs"]
+mod shutdown;
 
 const SEMAPHORE_PATH: &str = "/demo/semaphore-workers";
 const PERMITS: i32 = 2;
@@ -48,6 +50,10 @@ fn main() -> Result<(), BoxError> {
 
 #[tokio::main]
 async fn parent(workers: usize, jobs: usize, work: Duration) -> Result<(), BoxError> {
+    shutdown::after(lead_workers(workers, jobs, work)).await
+}
+
+async fn lead_workers(workers: usize, jobs: usize, work: Duration) -> Result<(), BoxError> {
     let zookeeper = embedded::ZooKeeper::configured_or_throwaway()?;
     let connect_string = &zookeeper.connect_string;
     println!(
@@ -156,6 +162,10 @@ async fn parent(workers: usize, jobs: usize, work: Duration) -> Result<(), BoxEr
 
 #[tokio::main]
 async fn worker(id: usize, jobs: usize, work: Duration) -> Result<(), BoxError> {
+    shutdown::after(run_jobs(id, jobs, work)).await
+}
+
+async fn run_jobs(id: usize, jobs: usize, work: Duration) -> Result<(), BoxError> {
     zk_lock::connect(&std::env::var(zk_lock::CONNECT_ENV)?).await?;
     let me = Worker { id, work, running: SharedCount::new(RUNNING_PATH, 0) };
     me.running.start().await?;

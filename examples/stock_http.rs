@@ -114,7 +114,8 @@ struct Service {
     locked: bool,
 }
 
-/// One instance: listens on a free loopback port, says where, serves until the parent says stop.
+/// One instance: listens on a free loopback port, says where, serves until the parent says stop
+/// or Ctrl-C.
 #[tokio::main]
 async fn serve(service: Service) -> Result<(), Box<dyn std::error::Error>> {
     if service.locked {
@@ -125,7 +126,17 @@ async fn serve(service: Service) -> Result<(), Box<dyn std::error::Error>> {
     println!("listening {}", listener.local_addr()?);
     let reduce = if service.locked { get(reduce_locked) } else { get(reduce_unlocked) };
     let app = Router::new().route("/stock/reduce", reduce).with_state(service);
-    axum::serve(listener, app).with_graceful_shutdown(async { drop(processes::parent_says().await) }).await?;
+    let stop = async {
+        tokio::select! {
+            _ = processes::parent_says() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        // The ZooKeeper session ends first: a request holding a lock is aborted (its
+        // `#[zk_lock]` returns `Error::Lost`) and the lock passes to the other instances at once,
+        // instead of after the request or the session timeout.
+        zk_lock::shutdown().await;
+    };
+    axum::serve(listener, app).with_graceful_shutdown(stop).await?;
     Ok(())
 }
 

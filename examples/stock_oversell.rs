@@ -28,6 +28,8 @@ mod embedded;
 mod processes;
 #[path = "stock/report.rs"]
 mod report;
+#[path = "common/shutdown.rs"]
+mod shutdown;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -328,6 +330,14 @@ async fn buy(mode: Mode, store: &Store, id: u32, delay: Duration) -> Result<Purc
 /// and on `go` runs its buyers at once, printing one `buy` line per purchase.
 #[tokio::main]
 async fn worker(mode: Mode, settings: &Settings, database: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
+    shutdown::after(run_buyers(mode, settings, database)).await
+}
+
+async fn run_buyers(
+    mode: Mode,
+    settings: &Settings,
+    database: &std::path::Path,
+) -> Result<(), Box<dyn std::error::Error>> {
     let store = Store::open(database)?;
     if mode == Mode::Zk {
         let connect = std::env::var(zk_lock::CONNECT_ENV).map_err(|_| "a zk worker needs ZK_LOCK_CONNECT")?;

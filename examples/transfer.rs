@@ -32,6 +32,8 @@ use zookeeper_client::{Acls, CreateMode};
 mod embedded;
 #[path = "common/flags.rs"]
 mod flags;
+#[path = "common/shutdown.rs"]
+mod shutdown;
 
 const ACCOUNTS: [&str; 3] = ["A", "B", "C"];
 const OPENING_BALANCE: u64 = 100;
@@ -90,6 +92,10 @@ impl Plan {
 
 #[tokio::main]
 async fn parent(connect_string: &str, plan: Plan) -> Result<(), BoxError> {
+    shutdown::after(run_transfers(connect_string, plan)).await
+}
+
+async fn run_transfers(connect_string: &str, plan: Plan) -> Result<(), BoxError> {
     zk_lock::connect(connect_string).await?;
     let zk = zk_lock::default_client().await?.zookeeper();
     LazyLock::force(&STARTED);
@@ -196,6 +202,10 @@ async fn naive_transfers_deadlock() -> Result<(), BoxError> {
 
 #[tokio::main]
 async fn worker(process: usize, plan: Plan) -> Result<(), BoxError> {
+    shutdown::after(transfer_in_tasks(process, plan)).await
+}
+
+async fn transfer_in_tasks(process: usize, plan: Plan) -> Result<(), BoxError> {
     zk_lock::connect(&std::env::var(zk_lock::CONNECT_ENV)?).await?;
     let zk = zk_lock::default_client().await?.zookeeper();
     let mut tasks = Vec::new();

@@ -1,13 +1,19 @@
 //! examples/stock_http against the shared test server and a real SQLite file: two instances of
 //! the HTTP service under `#[zk_lock]` sell exactly the stock, never more; without the lock the
-//! same load oversells.
+//! same load oversells; Ctrl-C on an instance hands the lock it holds to another process at once.
 
 use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
 
 use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::time::{timeout, Instant};
+use zk_lock::testing::wait_for_children;
 
-use crate::support::examples::{number, run_example};
-use crate::support::scratch_dir;
+use crate::support::examples::{example_binary, number, run_example};
+use crate::support::kazoo::{KazooLock, Recipe};
+use crate::support::{new_client, scratch_dir, server, PATIENCE};
 
 /// Runs the example with a small load and its own database, and returns its JSON results.
 fn run(name: &str, stock: i64, extra: &[&str]) -> (Value, String) {
@@ -53,4 +59,81 @@ fn the_same_load_without_the_lock_oversells() {
     assert_eq!(number(&results, "errors"), 0, "{results}\n{stdout}");
     assert!(number(&results, "final_stock") < 0, "expected an oversell: {results}\n{stdout}");
     assert_eq!(number(&results, "final_stock"), 2 - number(&results, "sold"), "{results}");
+}
+
+/// Ctrl-C on an instance whose request holds a product's lock: the instance closes its
+/// ZooKeeper session at once, so a waiter in another process (a kazoo script) is granted the
+/// lock well within the session timeout, and the request cut short answers that the lock was
+/// lost instead of selling.
+#[tokio::test]
+async fn ctrl_c_on_an_instance_hands_its_lock_on_at_once() {
+    const PRODUCT: u32 = 7103;
+    let lock_path = format!("/product_{PRODUCT}");
+    let dir = scratch_dir("stock_http", "ctrl-c");
+    let database = dir.join("stock.db");
+    let mut instance = tokio::process::Command::new(example_binary("stock_http"))
+        .args(["--serve", "1", "--delay", "60s", "--database"])
+        .arg(format!("sqlite:{}", database.display()))
+        .env(zk_lock::CONNECT_ENV, server().connect_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start a stock_http instance");
+    let mut said = BufReader::new(instance.stdout.take().unwrap()).lines();
+    let line = timeout(PATIENCE, said.next_line()).await.expect("the instance starts").unwrap().unwrap();
+    let address = line.strip_prefix("listening ").unwrap_or_else(|| panic!("unexpected first line: {line}")).to_owned();
+    // The instance made the table; one product with stock to sell.
+    rusqlite::Connection::open(&database)
+        .unwrap()
+        .execute("INSERT INTO product (id, product_name, stock) VALUES (?1, 'test', 5)", [PRODUCT])
+        .unwrap();
+
+    let observer = new_client().await;
+    let request = tokio::spawn(get(address, format!("/stock/reduce?id={PRODUCT}")));
+    queue_of(&observer, &lock_path, 1).await;
+    let mut kazoo = KazooLock::start(&server().connect_string(), &lock_path, Recipe::Lock, "kazoo-buyer");
+    queue_of(&observer, &lock_path, 2).await;
+
+    let interrupted = Instant::now();
+    let pid = instance.id().expect("the instance runs").to_string();
+    let status = std::process::Command::new("kill").args(["-INT", &pid]).status().expect("run kill");
+    assert!(status.success());
+    kazoo.locked().await;
+    let granted_after = interrupted.elapsed();
+    println!("the kazoo process was granted the lock {granted_after:?} after Ctrl-C on the instance holding it");
+    assert!(
+        granted_after < Duration::from_secs(1),
+        "granted {granted_after:?} after Ctrl-C; the session timeout is 10 s"
+    );
+
+    let answer = timeout(PATIENCE, request).await.expect("the request is answered").unwrap();
+    assert!(answer.starts_with("HTTP/1.1 500") && answer.contains("was lost"), "{answer}");
+    // Closing its stdin (as `wait` does) is the parent's word to stop, which ends its last task.
+    let exited = timeout(PATIENCE, instance.wait()).await.expect("the instance exits").unwrap();
+    assert!(exited.success(), "{exited}");
+    let stock: i64 = rusqlite::Connection::open(&database)
+        .unwrap()
+        .query_row("SELECT stock FROM product WHERE id = ?1", [PRODUCT], |row| row.get(0))
+        .unwrap();
+    assert_eq!(stock, 5, "the request cut short sold nothing");
+    kazoo.release().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `GET path` over HTTP/1.1; the whole answer.
+async fn get(address: String, path: String) -> String {
+    let mut stream = tokio::net::TcpStream::connect(&address).await.expect("connect to the instance");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    answer
+}
+
+async fn queue_of(observer: &zk_lock::Client, path: &str, len: usize) {
+    timeout(PATIENCE, wait_for_children(observer, path, |nodes| nodes.len() == len))
+        .await
+        .unwrap_or_else(|_| panic!("`{path}` never had {len} nodes"))
+        .unwrap();
 }

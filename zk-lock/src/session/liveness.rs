@@ -83,6 +83,11 @@ pub(super) async fn monitor(
                 lose(&health, &held, LostReason::SessionClosed, true);
                 if let Some(reopen) = reopen {
                     stop_reconnecting(&zk);
+                    // Until the server refused the bogus credentials (one round trip when
+                    // connected): a connection of ours it drops before that would reconnect
+                    // and take the session back from the retirement's.
+                    let refused = async { while !state.is_terminated() { state = states.changed().await } };
+                    let _ = tokio::time::timeout(timeout / BEATS_PER_TIMEOUT, refused).await;
                     end_on_server(&zk, &ledger, &end, reopen, Instant::now());
                 }
                 // Else a session the user opened: it ends when the user drops it.
