@@ -127,3 +127,37 @@ async fn closing_a_cut_off_client_tells_its_holders_at_once_and_ends_the_session
     assert!(took < PARTITIONED_SESSION, "close took {took:?}");
     assert_eq!(children(&observer, &path).await.unwrap(), Vec::<String>::new(), "the session's node went with it");
 }
+
+/// A session whose locks were declared lost is closed by its retirement only once the server
+/// could have expired it: this long after the last answered request.
+const RETIRED_SESSION: Duration = Duration::from_secs(6);
+
+#[tokio::test]
+async fn closing_ends_a_session_in_retirement_without_waiting_for_its_expiry() {
+    let path = lock_path("retiring");
+    let observer = new_client().await;
+    let proxy = Proxy::start(server().connect_string()).expect("start proxy");
+    let cut_off = Client::builder(proxy.connect_string()).session_timeout(RETIRED_SESSION).connect().await.unwrap();
+    let guard = Mutex::with_client(&cut_off, &path).lock().await.unwrap();
+    let waiter = {
+        let (client, path) = (new_client().await, path.clone());
+        tokio::spawn(async move { Mutex::with_client(&client, path).lock_timeout(PATIENCE).await })
+    };
+    queue_of(&observer, &path, 2).await;
+
+    proxy.cut();
+    let reason = timeout(RETIRED_SESSION, guard.lost()).await.expect("the loss is declared within the timeout");
+    assert_eq!(reason, LostReason::ConnectionLost);
+    // Declared lost 3/5 of the timeout after the last answer: the retirement would wait 2/5 more.
+    let closing = Instant::now();
+    proxy.heal();
+    cut_off.close().await;
+    let granted = timeout(PATIENCE, waiter).await.expect("the waiter is granted").unwrap().unwrap();
+    let granted_after = closing.elapsed();
+    println!("the waiter was granted {granted_after:?} after close() of a client whose session was in retirement");
+    assert!(
+        granted_after < RETIRED_SESSION * 2 / 5 - Duration::from_millis(500),
+        "granted {granted_after:?} after close(): the retirement waited for the expiry"
+    );
+    granted.release().await.unwrap();
+}
