@@ -13,6 +13,9 @@
 //! The instances share the SQLite store of examples/stock/db.rs (the same check, delay and
 //! fenced `stock = stock - 1` as examples/stock_oversell.rs). The client is a few lines of
 //! HTTP/1.1 over `tokio::net::TcpStream`, one connection per request.
+//!
+//! Each instance serves zk-lock's metrics (feature `metrics`) at `GET /metrics` in Prometheus'
+//! text format, and closes its ZooKeeper session on Ctrl-C (`zk_lock::shutdown`).
 
 #[path = "stock/cli.rs"]
 mod cli;
@@ -122,10 +125,14 @@ async fn serve(service: Service) -> Result<(), Box<dyn std::error::Error>> {
         let connect = std::env::var(zk_lock::CONNECT_ENV).map_err(|_| "an instance needs ZK_LOCK_CONNECT")?;
         zk_lock::connect(&connect).await?;
     }
+    let metrics = prometheus()?;
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     println!("listening {}", listener.local_addr()?);
     let reduce = if service.locked { get(reduce_locked) } else { get(reduce_unlocked) };
-    let app = Router::new().route("/stock/reduce", reduce).with_state(service);
+    let app = Router::new()
+        .route("/stock/reduce", reduce)
+        .route("/metrics", get(move || std::future::ready(metrics.render())))
+        .with_state(service);
     let stop = async {
         tokio::select! {
             _ = processes::parent_says() => {}
@@ -138,6 +145,15 @@ async fn serve(service: Service) -> Result<(), Box<dyn std::error::Error>> {
     };
     axum::serve(listener, app).with_graceful_shutdown(stop).await?;
     Ok(())
+}
+
+/// The process's metrics recorder, which `/metrics` renders: zk-lock's wait and hold times as
+/// histograms with buckets from a millisecond to ten seconds.
+fn prometheus() -> Result<metrics_exporter_prometheus::PrometheusHandle, Box<dyn std::error::Error>> {
+    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+    const SECONDS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 10.0];
+    let builder = PrometheusBuilder::new().set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &SECONDS)?;
+    Ok(builder.install_recorder()?)
 }
 
 /// The query of `/stock/reduce?id=<id>`; axum answers 400 to a request without a numeric `id`.

@@ -69,26 +69,8 @@ fn the_same_load_without_the_lock_oversells() {
 async fn ctrl_c_on_an_instance_hands_its_lock_on_at_once() {
     const PRODUCT: u32 = 7103;
     let lock_path = format!("/product_{PRODUCT}");
-    let dir = scratch_dir("stock_http", "ctrl-c");
+    let (mut instance, address, dir) = start_instance(PRODUCT, "60s").await;
     let database = dir.join("stock.db");
-    let mut instance = tokio::process::Command::new(example_binary("stock_http"))
-        .args(["--serve", "1", "--delay", "60s", "--database"])
-        .arg(format!("sqlite:{}", database.display()))
-        .env(zk_lock::CONNECT_ENV, server().connect_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start a stock_http instance");
-    let mut said = BufReader::new(instance.stdout.take().unwrap()).lines();
-    let line = timeout(PATIENCE, said.next_line()).await.expect("the instance starts").unwrap().unwrap();
-    let address = line.strip_prefix("listening ").unwrap_or_else(|| panic!("unexpected first line: {line}")).to_owned();
-    // The instance made the table; one product with stock to sell.
-    rusqlite::Connection::open(&database)
-        .unwrap()
-        .execute("INSERT INTO product (id, product_name, stock) VALUES (?1, 'test', 5)", [PRODUCT])
-        .unwrap();
-
     let observer = new_client().await;
     let request = tokio::spawn(get(address, format!("/stock/reduce?id={PRODUCT}")));
     queue_of(&observer, &lock_path, 1).await;
@@ -121,6 +103,31 @@ async fn ctrl_c_on_an_instance_hands_its_lock_on_at_once() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Starts one `stock_http --serve` instance selling `product` (5 units) from a database of its
+/// own, each sale taking `delay`; returns it, its address and its directory.
+async fn start_instance(product: u32, delay: &str) -> (tokio::process::Child, String, PathBuf) {
+    let dir = scratch_dir("stock_http", &format!("instance-{product}"));
+    let database = dir.join("stock.db");
+    let mut instance = tokio::process::Command::new(example_binary("stock_http"))
+        .args(["--serve", "1", "--delay", delay, "--database"])
+        .arg(format!("sqlite:{}", database.display()))
+        .env(zk_lock::CONNECT_ENV, server().connect_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start a stock_http instance");
+    let mut said = BufReader::new(instance.stdout.take().unwrap()).lines();
+    let line = timeout(PATIENCE, said.next_line()).await.expect("the instance starts").unwrap().unwrap();
+    let address = line.strip_prefix("listening ").unwrap_or_else(|| panic!("unexpected first line: {line}")).to_owned();
+    // The instance made the table; one product with stock to sell.
+    rusqlite::Connection::open(&database)
+        .unwrap()
+        .execute("INSERT INTO product (id, product_name, stock) VALUES (?1, 'test', 5)", [product])
+        .unwrap();
+    (instance, address, dir)
+}
+
 /// `GET path` over HTTP/1.1; the whole answer.
 async fn get(address: String, path: String) -> String {
     let mut stream = tokio::net::TcpStream::connect(&address).await.expect("connect to the instance");
@@ -136,4 +143,64 @@ async fn queue_of(observer: &zk_lock::Client, path: &str, len: usize) {
         .await
         .unwrap_or_else(|_| panic!("`{path}` never had {len} nodes"))
         .unwrap();
+}
+
+/// An instance's `/metrics` page (Prometheus' text format) while requests wait for one
+/// product's lock, and after: the waiting and held gauges show the queue, and the counts match
+/// the requests made.
+#[tokio::test]
+async fn the_metrics_page_counts_the_requests_made() {
+    const PRODUCT: u32 = 7104;
+    const REQUESTS: usize = 6;
+    let template = r#"recipe="mutex",template="/product_<id>""#;
+    let (mut instance, address, dir) = start_instance(PRODUCT, "300ms").await;
+    let observer = new_client().await;
+    let requests: Vec<_> =
+        (0..REQUESTS).map(|_| tokio::spawn(get(address.clone(), format!("/stock/reduce?id={PRODUCT}")))).collect();
+    queue_of(&observer, &format!("/product_{PRODUCT}"), REQUESTS).await;
+
+    let under_load = get(address.clone(), "/metrics".to_owned()).await;
+    println!("--- /metrics while {REQUESTS} requests wait for /product_{PRODUCT}\n{under_load}");
+    assert_eq!(sample(&under_load, "zk_lock_locks_held", template), Some(1.0), "{under_load}");
+    let waiting = sample(&under_load, "zk_lock_acquisitions_waiting", template).unwrap_or(0.0);
+    assert_eq!(waiting, (REQUESTS - 1) as f64, "every request but the holder's waits: {under_load}");
+
+    for request in requests {
+        let answer = timeout(PATIENCE, request).await.expect("answered").unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+    // A guard's release is confirmed in the background, after the answer: wait for the last.
+    let settled = |page: &str| sample(page, "zk_lock_locks_held", template) == Some(0.0);
+    let after = timeout(PATIENCE, scrape_until(&address, settled)).await.expect("every lock is released");
+    println!("--- /metrics after the requests\n{after}");
+    let granted = format!(r#"{template},outcome="granted""#);
+    assert_eq!(sample(&after, "zk_lock_acquisitions_total", &granted), Some(REQUESTS as f64), "{after}");
+    assert_eq!(sample(&after, "zk_lock_wait_seconds_count", &granted), Some(REQUESTS as f64), "{after}");
+    let released = format!(r#"{template},outcome="released""#);
+    assert_eq!(sample(&after, "zk_lock_hold_seconds_count", &released), Some(REQUESTS as f64), "{after}");
+    assert_eq!(sample(&after, "zk_lock_acquisitions_waiting", template), Some(0.0), "{after}");
+    assert_eq!(sample(&after, "zk_lock_locks_lost_total", template), None, "nothing was lost: {after}");
+
+    drop(instance.stdin.take());
+    let exited = timeout(PATIENCE, instance.wait()).await.expect("the instance exits").unwrap();
+    assert!(exited.success(), "{exited}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The instance's `/metrics` page, once `settled` says so of it.
+async fn scrape_until(address: &str, settled: impl Fn(&str) -> bool) -> String {
+    loop {
+        let page = get(address.to_owned(), "/metrics".to_owned()).await;
+        if settled(&page) {
+            return page;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The value of the sample `name{labels...}` on a Prometheus text page whose labels start with
+/// `labels` (the page lists them in the order the metric was recorded with).
+fn sample(page: &str, name: &str, labels: &str) -> Option<f64> {
+    let prefix = format!("{name}{{{labels}");
+    page.lines().find(|line| line.starts_with(&prefix)).and_then(|line| line.rsplit(' ').next()?.parse().ok())
 }

@@ -158,6 +158,7 @@ mod background;
 mod error;
 mod holder;
 mod layout;
+pub mod metrics;
 mod path;
 mod state_cell;
 mod trace;

@@ -12,13 +12,21 @@ use tracing::Instrument;
 
 use crate::error::{LostReason, Result};
 use crate::layout::Recipe;
+use crate::metrics::{self, Labels, Waiting};
 
 /// The target of every span and event, so `RUST_LOG=zk_lock=debug` selects them all.
 pub(crate) const TARGET: &str = "zk_lock";
 
-/// Runs `acquire` in a `zk_lock.acquire` span and reports its outcome with the time it waited.
-pub(crate) async fn acquisition<T>(recipe: Recipe, path: &str, acquire: impl Future<Output = Result<T>>) -> Result<T> {
+/// Runs `acquire` in a `zk_lock.acquire` span and reports its outcome with the time it waited,
+/// to `tracing` and to the metrics (labelled with the path's `template`).
+pub(crate) async fn acquisition<T>(
+    recipe: Recipe,
+    path: &str,
+    template: &'static str,
+    acquire: impl Future<Output = Result<T>>,
+) -> Result<T> {
     let recipe = recipe.as_str();
+    let waiting = Waiting::start(Labels { recipe, template });
     let span = tracing::debug_span!(
         target: TARGET,
         "zk_lock.acquire",
@@ -29,6 +37,7 @@ pub(crate) async fn acquisition<T>(recipe: Recipe, path: &str, acquire: impl Fut
     );
     let started = Instant::now();
     let outcome = acquire.instrument(span.clone()).await;
+    waiting.end(&outcome, started.elapsed());
     let waited_ms = millis(started);
     span.in_scope(|| match &outcome {
         Ok(_) => tracing::debug!(target: TARGET, waited_ms, "lock acquired"),
@@ -62,14 +71,14 @@ pub(crate) fn granted(node: &str, fencing_token: i64) {
     span.record("fencing_token", fencing_token);
 }
 
-/// What the events of a held lock say about it; shared by the hold and the watch on its node,
-/// so that only the first of "released" and "lost" is reported.
+/// What the events and the metrics of a held lock say about it; shared by the hold and its
+/// session's reports on the node, so that only the first of "released" and "lost" is reported.
 #[derive(Debug, Clone)]
 pub(crate) struct HoldTrace(Arc<HoldTraceFields>);
 
 #[derive(Debug)]
 struct HoldTraceFields {
-    recipe: &'static str,
+    labels: Labels,
     path: Arc<str>,
     node: Arc<str>,
     since: Instant,
@@ -77,16 +86,17 @@ struct HoldTraceFields {
 }
 
 impl HoldTrace {
-    /// A lock granted just now.
-    pub(crate) fn new(recipe: Recipe, path: Arc<str>, node: Arc<str>) -> Self {
-        let recipe = recipe.as_str();
-        Self(Arc::new(HoldTraceFields { recipe, path, node, since: Instant::now(), ended: AtomicBool::new(false) }))
+    /// A lock of the path `template` granted just now.
+    pub(crate) fn new(recipe: Recipe, template: &'static str, path: Arc<str>, node: Arc<str>) -> Self {
+        let labels = Labels { recipe: recipe.as_str(), template };
+        metrics::held(labels);
+        Self(Arc::new(HoldTraceFields { labels, path, node, since: Instant::now(), ended: AtomicBool::new(false) }))
     }
 
     /// The holder let the lock go, and ZooKeeper confirmed the delete (`dropped`: by dropping
     /// its guard rather than releasing it).
     pub(crate) fn released(&self, dropped: bool) {
-        if self.end() {
+        if self.end(None) {
             let (recipe, path, node, held_ms) = self.fields();
             tracing::debug!(target: TARGET, recipe, path, node, held_ms, dropped, "lock released");
         }
@@ -94,15 +104,16 @@ impl HoldTrace {
 
     /// The lock was lost while held (seen by the watch on its node, or by the release's delete).
     pub(crate) fn lost(&self, reason: LostReason) {
-        if self.end() {
+        if self.end(Some(reason)) {
             let (recipe, path, node, held_ms) = self.fields();
             tracing::warn!(target: TARGET, recipe, path, node, held_ms, %reason, "lock lost");
         }
     }
 
-    /// Whether this is the first end reported.
-    fn end(&self) -> bool {
-        !self.0.ended.swap(true, Ordering::AcqRel)
+    /// Whether this is the first end reported (`lost`: why, if it was lost); the first one is
+    /// counted in the metrics.
+    fn end(&self, lost: Option<LostReason>) -> bool {
+        self.0.end(lost)
     }
 
     /// Someone asked the holder to give the lock up.
@@ -113,7 +124,25 @@ impl HoldTrace {
 
     fn fields(&self) -> (&'static str, &str, &str, f64) {
         let lock = &self.0;
-        (lock.recipe, &lock.path, &lock.node, millis(lock.since))
+        (lock.labels.recipe, &lock.path, &lock.node, millis(lock.since))
+    }
+}
+
+impl HoldTraceFields {
+    fn end(&self, lost: Option<LostReason>) -> bool {
+        let first = !self.ended.swap(true, Ordering::AcqRel);
+        if first {
+            metrics::held_ended(self.labels, lost, self.since.elapsed());
+        }
+        first
+    }
+}
+
+impl Drop for HoldTraceFields {
+    /// A hold that ends without a report (its delete's outcome never known) still stops
+    /// counting as held.
+    fn drop(&mut self) {
+        self.end(None);
     }
 }
 

@@ -44,11 +44,20 @@ pub(crate) struct HeldNode {
 }
 
 impl HeldNode {
-    pub(crate) fn new(table: &Arc<HoldTable>, recipe: Recipe, key: String, path: &str, granted: Grant) -> Arc<Self> {
+    /// A lock of `recipe` at `path` (whose template, for the metrics, is `template`) granted in
+    /// `granted`, entered in `table` under `key`.
+    pub(crate) fn new(
+        table: &Arc<HoldTable>,
+        recipe: Recipe,
+        key: String,
+        path: &str,
+        template: &'static str,
+        granted: Grant,
+    ) -> Arc<Self> {
         trace::granted(&granted.node_path, granted.token);
         let node_path = granted.node_path;
         let path: Arc<str> = path.into();
-        let trace = trace::HoldTrace::new(recipe, path.clone(), node_path.clone());
+        let trace = trace::HoldTrace::new(recipe, template, path.clone(), node_path.clone());
         let events = HoldEvents::new(trace.clone(), granted.local.clone());
         let status = granted.session.hold(node_path.clone(), granted.losses_seen, Box::new(events));
         let hold = Arc::new(Self {

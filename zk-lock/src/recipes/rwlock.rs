@@ -169,7 +169,7 @@ impl RwLock {
         }
         if let Some(writer) = HeldNode::held_by_current_task(client.holds(), &self.target.key(Recipe::Write)) {
             let downgrade = self.downgrade(&client, writer.reenter()?);
-            let hold = trace::acquisition(Recipe::Read, &self.target.path, downgrade).await?;
+            let hold = trace::acquisition(Recipe::Read, &self.target.path, self.target.template(), downgrade).await?;
             return Ok(ReadGuard { hold });
         }
         let hold = self.target.acquire(&client, Recipe::Read, patience).await?;
@@ -210,7 +210,8 @@ impl RwLock {
             create_downgrade_node(&session.zk, &node_path, &self.target.node_data(), client.node_acls()).await?;
         let granted =
             Grant { session, node_path: node_path.into(), token, losses_seen, local: None, claim: Some(claim) };
-        Ok(HeldNode::new(client.holds(), Recipe::Read, self.target.key(Recipe::Read), &self.target.path, granted))
+        let (path, template) = (&self.target.path, self.target.template());
+        Ok(HeldNode::new(client.holds(), Recipe::Read, self.target.key(Recipe::Read), path, template, granted))
     }
 }
 

@@ -271,7 +271,8 @@ impl Semaphore {
         };
         let data = self.target.node_data();
         let spec = LeaseSpec { path, count: n as usize, data: &data, uncontended: &self.uncontended };
-        trace::acquisition(recipe, path, async {
+        let template = self.target.template();
+        trace::acquisition(recipe, path, template, async {
             let acls = client.node_acls();
             let start = |session, may_wait| LeaseAttempt::new(session, &spec, acls, limit.clone(), may_wait);
             // Boxed: the span around it would otherwise hold the loop's future a second time.
@@ -289,7 +290,7 @@ impl Semaphore {
                         local: None,
                         claim: lease.claim,
                     };
-                    HeldNode::new(client.holds(), recipe, key, path, lease)
+                    HeldNode::new(client.holds(), recipe, key, path, template, lease)
                 })
                 .collect();
             Ok(holds)

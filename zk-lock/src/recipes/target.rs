@@ -42,6 +42,12 @@ impl LockTarget {
         }
     }
 
+    /// The label of this lock's path in the metrics: the template of the annotated function that
+    /// takes it, or [`UNANNOTATED`](crate::metrics::UNANNOTATED) through the API.
+    pub(crate) fn template(&self) -> &'static str {
+        crate::metrics::UNANNOTATED
+    }
+
     /// The key of this lock in the client's table of holds, for `recipe`.
     pub(crate) fn key(&self, recipe: Recipe) -> String {
         format!("{recipe} {}", self.path)
@@ -56,12 +62,13 @@ impl LockTarget {
         }
         let data = self.node_data();
         let spec = LockSpec { path: &self.path, queue: recipe.queue(), data: &data };
-        trace::acquisition(recipe, &self.path, async {
+        let template = self.template();
+        trace::acquisition(recipe, &self.path, template, async {
             let acls = client.node_acls();
             let start = |session, may_wait| LockAttempt::new(session, &spec, acls, may_wait);
             // Boxed: the span around it would otherwise hold the loop's future a second time.
             let grant = Box::pin(acquire_loop::acquire(client, &self.path, patience, start)).await?;
-            Ok(HeldNode::new(client.holds(), recipe, key, &self.path, grant))
+            Ok(HeldNode::new(client.holds(), recipe, key, &self.path, template, grant))
         })
         .await
     }

@@ -1,0 +1,139 @@
+//! What the library reports through the `metrics` facade (feature `metrics`), so any exporter
+//! works: acquisitions by outcome, how long they waited, how long locks were held and why they
+//! ended, and how many are waiting and held now. Labels are the recipe and the lock's path
+//! *template* (never the rendered path), so their number stays bounded by the program's text.
+//! Names and labels are part of the public contract (docs/guide.md, "Metrics"). Without the
+//! feature every function here is empty.
+
+use std::time::Duration;
+
+use crate::error::{Error, LostReason};
+
+/// Acquisitions that ended, by `outcome`: `granted`, `timeout`, `busy`, `closed` (the client
+/// was closed), `error`.
+pub const ACQUISITIONS: &str = "zk_lock_acquisitions_total";
+/// How long acquisitions waited, by `outcome` as [`ACQUISITIONS`], in seconds.
+pub const WAIT_SECONDS: &str = "zk_lock_wait_seconds";
+/// Acquisitions waiting now.
+pub const WAITING: &str = "zk_lock_acquisitions_waiting";
+/// Locks held now (a re-entered lock counts once: it is one node).
+pub const HELD: &str = "zk_lock_locks_held";
+/// How long locks were held, by `outcome`: `released` or `lost`, in seconds.
+pub const HOLD_SECONDS: &str = "zk_lock_hold_seconds";
+/// Locks lost while held, by `reason`: `session_expired`, `session_closed`,
+/// `connection_lost`, `node_deleted`.
+pub const LOST: &str = "zk_lock_locks_lost_total";
+
+/// The `template` label of a lock taken without an attribute (`Mutex::new(path)` and the
+/// like): its rendered path could take any number of values.
+pub const UNANNOTATED: &str = "(api)";
+
+/// The labels every metric of one lock carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Labels {
+    /// `mutex`, `read`, `write`, `semaphore`, `semaphore-mutex`.
+    pub recipe: &'static str,
+    /// The path template of the annotated function, or the class an API lock was given.
+    pub template: &'static str,
+}
+
+/// The outcome label of an acquisition that ended with `result`.
+fn acquisition_outcome<T>(result: &Result<T, Error>) -> &'static str {
+    match result {
+        Ok(_) => "granted",
+        Err(Error::Timeout { .. }) => "timeout",
+        Err(Error::Busy { .. }) => "busy",
+        Err(Error::ClientClosed { .. }) => "closed",
+        Err(_) => "error",
+    }
+}
+
+fn reason_label(reason: LostReason) -> &'static str {
+    match reason {
+        LostReason::SessionExpired => "session_expired",
+        LostReason::SessionClosed => "session_closed",
+        LostReason::ConnectionLost => "connection_lost",
+        LostReason::NodeDeleted => "node_deleted",
+    }
+}
+
+/// One acquisition, counted as waiting from [`Waiting::start`] until [`Waiting::end`] or until
+/// it is dropped (a cancelled acquisition stops waiting too, and is counted as nothing else).
+#[derive(Debug)]
+pub(crate) struct Waiting {
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    labels: Labels,
+}
+
+impl Waiting {
+    pub(crate) fn start(labels: Labels) -> Self {
+        #[cfg(feature = "metrics")]
+        ::metrics::gauge!(WAITING, "recipe" => labels.recipe, "template" => labels.template).increment(1.0);
+        Self { labels }
+    }
+
+    /// The acquisition ended with `result` after `waited`.
+    pub(crate) fn end<T>(self, result: &Result<T, Error>, waited: Duration) {
+        let outcome = acquisition_outcome(result);
+        #[cfg(feature = "metrics")]
+        {
+            let Labels { recipe, template } = self.labels;
+            ::metrics::counter!(ACQUISITIONS, "recipe" => recipe, "template" => template, "outcome" => outcome)
+                .increment(1);
+            ::metrics::histogram!(WAIT_SECONDS, "recipe" => recipe, "template" => template, "outcome" => outcome)
+                .record(waited);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = (outcome, waited);
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        #[cfg(feature = "metrics")]
+        ::metrics::gauge!(WAITING, "recipe" => self.labels.recipe, "template" => self.labels.template).decrement(1.0);
+    }
+}
+
+/// A lock was granted: it counts as held until [`held_ended`].
+pub(crate) fn held(labels: Labels) {
+    #[cfg(feature = "metrics")]
+    ::metrics::gauge!(HELD, "recipe" => labels.recipe, "template" => labels.template).increment(1.0);
+    #[cfg(not(feature = "metrics"))]
+    let _ = labels;
+}
+
+/// A held lock ended after `held_for`: released (`lost: None`) or lost. Called once per lock.
+pub(crate) fn held_ended(labels: Labels, lost: Option<LostReason>, held_for: Duration) {
+    #[cfg(feature = "metrics")]
+    {
+        let Labels { recipe, template } = labels;
+        ::metrics::gauge!(HELD, "recipe" => recipe, "template" => template).decrement(1.0);
+        let outcome = if lost.is_some() { "lost" } else { "released" };
+        ::metrics::histogram!(HOLD_SECONDS, "recipe" => recipe, "template" => template, "outcome" => outcome)
+            .record(held_for);
+        if let Some(reason) = lost {
+            ::metrics::counter!(LOST, "recipe" => recipe, "template" => template, "reason" => reason_label(reason))
+                .increment(1);
+        }
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (labels, lost.map(reason_label), held_for);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_and_reasons_have_stable_labels() {
+        let path = || "/p".to_owned();
+        assert_eq!(acquisition_outcome(&Ok::<(), Error>(())), "granted");
+        assert_eq!(acquisition_outcome::<()>(&Err(Error::Timeout { path: path(), waited: Duration::ZERO })), "timeout");
+        assert_eq!(acquisition_outcome::<()>(&Err(Error::Busy { path: path() })), "busy");
+        assert_eq!(acquisition_outcome::<()>(&Err(Error::ClientClosed { path: path() })), "closed");
+        assert_eq!(acquisition_outcome::<()>(&Err(Error::invalid_path("/p", "no"))), "error");
+        assert_eq!(reason_label(LostReason::NodeDeleted), "node_deleted");
+        assert_eq!(reason_label(LostReason::ConnectionLost), "connection_lost");
+    }
+}
