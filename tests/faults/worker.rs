@@ -361,8 +361,8 @@ impl TimedLock for AnyGuard {
         lost
     }
 
-    fn release(self) -> impl Future<Output = zk_lock::Result<()>> + Send {
-        async move { each_guard!(self, g => g.release().await) }
+    async fn release(self) -> zk_lock::Result<()> {
+        each_guard!(self, g => g.release().await)
     }
 }
 

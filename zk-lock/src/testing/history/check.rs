@@ -1,7 +1,7 @@
 //! The checker: the rules a history of grants and fenced writes must obey, and the report that
 //! lists every violation.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
 use super::record::{FencedWrite, Grant, GrantKind};
@@ -200,11 +200,12 @@ impl Report {
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} grants on {} paths and {} fenced writes: ", self.grants, self.paths, self.writes)?;
+        let (grants, paths) = (counted(self.grants, "grant"), counted(self.paths, "path"));
+        write!(f, "{grants} on {paths} and {}: ", counted(self.writes, "fenced write"))?;
         match self.violations.len() {
             0 => f.write_str("no violation"),
             n => {
-                write!(f, "{n} violations:")?;
+                write!(f, "{}:", counted(n, "violation"))?;
                 for violation in &self.violations {
                     write!(f, "\n  - {violation}")?;
                 }
@@ -212,6 +213,11 @@ impl fmt::Display for Report {
             }
         }
     }
+}
+
+/// `1 path`, `2 paths`.
+fn counted(n: usize, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }
 
 /// Checks every rule on `grants` and `writes` (see [`History`](super::History)).
@@ -226,8 +232,8 @@ pub(super) fn check(grants: &[Grant], writes: &[FencedWrite]) -> Report {
     }
     check_refused_writes(&by_path, writes, &mut violations);
     check_late_writes(writes, &mut violations);
-    let paths = by_path.len() + writes.iter().filter(|w| !by_path.contains_key(w.path.as_str())).count();
-    Report { grants: grants.len(), writes: writes.len(), paths, violations }
+    let paths: BTreeSet<&str> = by_path.keys().copied().chain(writes.iter().map(|w| w.path.as_str())).collect();
+    Report { grants: grants.len(), writes: writes.len(), paths: paths.len(), violations }
 }
 
 /// The rules on the grants of one path.
