@@ -1,8 +1,8 @@
 //! Fault injection: several worker processes contend on the same locks of a real three-server
 //! ensemble while servers are killed, the ensemble is restarted, connections drop mid-`create`,
 //! workers are frozen past their session timeout, and acquisitions are cancelled or panic.
-//! Every grant goes into a history that `faults::history::check` judges; afterwards no lock
-//! node may be left behind.
+//! Every grant and fenced write goes into a `zk_lock::testing::History`, whose checker judges
+//! it; afterwards no lock node may be left behind.
 //!
 //! The workers are this binary run again with only [`fault_worker`] selected (see
 //! `faults::fleet`). The soak mode runs by hand:
@@ -19,7 +19,7 @@
 
 mod faults {
     pub mod fleet;
-    pub mod history;
+    pub mod line;
     pub mod store;
     pub mod worker;
 }
@@ -29,12 +29,11 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use faults::fleet::{Fleet, Reports};
-use faults::history::check;
 use faults::store::Store;
 use faults::worker::{base_path, Config, Role, SEMAPHORE_LEASES};
 use tokio::sync::RwLock;
 use tokio::time::Instant;
-use zk_lock::testing::{wait_for_children_within, Proxy, TestingCluster};
+use zk_lock::testing::{wait_for_children_within, FencedWrite, History, Proxy, TestingCluster, Violation};
 use zookeeper_client::{Client as ZkClient, Error as ZkError};
 
 /// Session timeout of the contending workers: long enough that sessions outlive an election.
@@ -223,7 +222,7 @@ impl Run {
         let root = base_path(&self.name);
         let leaked_idle = wait_for_no_lock_nodes(&zk, &root, CLEANUP).await;
         let reports = self.fleet.finish(CLEANUP).await;
-        let violations = check(&reports.history);
+        let report = reports.history.check();
         // With nothing left while the sessions lived, this is immediate; it would otherwise wait
         // for the sessions to expire.
         let leaked_after_exit = wait_for_no_lock_nodes(&zk, &root, SESSION + CLEANUP).await;
@@ -234,9 +233,9 @@ impl Run {
              {} after they exited, in {:?}",
             self.name,
             reports.grants(),
-            reports.history.grants.iter().filter(|g| g.outcome == faults::history::Outcome::Lost).count(),
+            reports.history.grants().iter().filter(|g| g.outcome.is_lost()).count(),
             reports.failures.len(),
-            violations.len(),
+            report.violations().len(),
             self.audited,
             leaked_idle.len(),
             leaked_after_exit.len(),
@@ -245,11 +244,16 @@ impl Run {
         for failure in reports.failures.iter().take(10) {
             eprintln!("  {failure}");
         }
-        assert!(violations.is_empty(), "the history has {} violations: {violations:#?}", violations.len());
+        report.assert_clean();
         assert!(leaked_idle.is_empty(), "lock nodes left behind by idle workers: {leaked_idle:#?}");
         assert!(leaked_after_exit.is_empty(), "lock nodes left after the workers exited: {leaked_after_exit:#?}");
         reports
     }
+}
+
+/// The fenced writes of `writer`, in the order they were recorded.
+fn writes_of(history: &History, writer: &str) -> Vec<FencedWrite> {
+    history.fenced_writes().into_iter().filter(|w| w.writer == writer).collect()
 }
 
 /// Without faults that outlast the acquire timeout, every acquisition must succeed: an error
@@ -401,10 +405,11 @@ async fn a_holder_frozen_past_its_session_timeout_loses_the_lock_and_its_late_wr
     let paused = Instant::now();
     run.fleet.wait_for("the contender's grant", PROGRESS, |r| r.grants() == 1).await;
     let waited = paused.elapsed();
-    let granted = run.fleet.reports(|r| r.history.grants[0].clone());
-    assert_eq!(granted.proc, "contender/once");
+    let granted = run.fleet.reports(|r| r.history.grants()[0].clone());
+    assert_eq!(granted.holder, "contender/once");
     assert!(granted.token > old_token, "the new holder's token {} follows {old_token}", granted.token);
-    assert_eq!(granted.write, faults::history::Written::Accepted);
+    let written = run.fleet.reports(|r| writes_of(&r.history, "contender/once"));
+    assert!(matches!(written[..], [FencedWrite { accepted: true, .. }]), "the new holder's write: {written:?}");
     assert!(waited >= SHORT_SESSION / 2, "granted {waited:?} after the pause, before the session could expire");
     run.fleet.resume(0);
 
@@ -420,12 +425,12 @@ async fn a_holder_frozen_past_its_session_timeout_loses_the_lock_and_its_late_wr
     assert!(event("manual-held").unwrap().contains("held=false"), "is_held() after the loss");
     let manual_release = event("manual-released").unwrap();
     assert!(manual_release.contains("Err(Lost"), "release after the loss reports it: {manual_release}");
-    let late = &reports.history.late_writes;
-    assert_eq!(late.len(), 1);
-    assert_eq!(late[0].write, faults::history::Written::Rejected, "the frozen holder's late write went through");
-    let holder_grant = reports.history.grants.iter().find(|g| g.proc == "holder").expect("the holder's grant");
-    assert_eq!(holder_grant.outcome, faults::history::Outcome::Lost);
-    assert_eq!(holder_grant.write, faults::history::Written::Accepted, "its write before the pause");
+    let grants = reports.history.grants();
+    let holder_grant = grants.iter().find(|g| g.holder == "holder").expect("the holder's grant");
+    assert!(holder_grant.outcome.is_lost(), "the frozen holder's grant ended {:?}", holder_grant.outcome);
+    let [before, late] = &writes_of(&reports.history, "holder")[..] else { panic!("the holder writes twice") };
+    assert!(before.accepted && before.answered <= holder_grant.end, "its write before the pause: {before:?}");
+    assert!(!late.accepted && late.sent >= holder_grant.end, "the frozen holder's late write went through: {late:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -522,10 +527,13 @@ async fn a_worker_that_skips_the_lock_is_caught() {
     run.progress(200, "contending next to a cheat").await;
     run.fleet.stop(PROGRESS).await;
     let reports = run.fleet.finish(CLEANUP).await;
-    let violations = check(&reports.history);
+    let report = reports.history.check();
+    let cheat = |holder: &str| holder.starts_with("cheat/");
     assert!(
-        violations.iter().any(|v| v.contains("two holders at once") && v.contains("cheat")),
-        "the cheat's grants overlap real ones, yet the checker found {violations:#?}"
+        report.violations().iter().any(
+            |v| matches!(v, Violation::Overlap { earlier, later, .. } if cheat(&earlier.holder) || cheat(&later.holder))
+        ),
+        "the cheat's grants overlap real ones, yet the checker found {report}"
     );
 }
 
@@ -606,9 +614,16 @@ async fn soak(acquisitions: usize, processes: usize, faults: usize) {
     }
     run.reach(acquisitions, "the last acquisitions").await;
     let reports = run.finish().await;
-    let lost = reports.history.grants.iter().filter(|g| g.outcome == faults::history::Outcome::Lost).count();
-    let late = &reports.history.late_writes;
-    let late_rejected = late.iter().filter(|l| l.write == faults::history::Written::Rejected).count();
+    let grants = reports.history.grants();
+    let lost: Vec<_> = grants.iter().filter(|g| g.outcome.is_lost()).collect();
+    // The writes a holder made with its token after it saw the lock lost.
+    let late: Vec<FencedWrite> = reports
+        .history
+        .fenced_writes()
+        .into_iter()
+        .filter(|w| lost.iter().any(|g| g.path == w.path && g.token == w.token && w.sent >= g.end))
+        .collect();
+    let (lost, late_rejected) = (lost.len(), late.iter().filter(|w| !w.accepted).count());
     eprintln!(
         "soak: {} grants across {processes} processes ({lost} lost; {} late writes by them, {late_rejected} \
          rejected), faults injected {injected:?}, no violation, no leaked node, {} failed acquisitions",

@@ -1,5 +1,6 @@
 //! The worker processes as the test sees them: started, paused, stopped, and their reports
-//! gathered into one [`History`].
+//! gathered: their grants and fenced writes into one `zk_lock::testing::History`, the rest as
+//! [`Line`]s.
 
 use std::collections::{HashMap, VecDeque};
 use std::process::{ExitStatus, Stdio};
@@ -10,7 +11,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, Command};
 use tokio::sync::watch;
 
-use super::history::{History, Line};
+use zk_lock::testing::History;
+
+use super::line::Line;
 use super::worker::{Config, ENV};
 
 /// The name of the test that runs a worker; see `fault_worker` in `tests/faults.rs`.
@@ -40,10 +43,20 @@ pub struct Reports {
 }
 
 impl Reports {
+    /// Records a line of a worker's stdout: a history record, one of our lines, or neither
+    /// (libtest's chatter).
+    fn read(&mut self, worker: &str, text: &str) -> Result<(), String> {
+        if self.history.record_output_line(text).map_err(|e| e.to_string())? {
+            return Ok(());
+        }
+        match Line::parse(text) {
+            Some(line) => self.record(worker, line),
+            None => Ok(()),
+        }
+    }
+
     fn record(&mut self, worker: &str, line: Line) -> Result<(), String> {
         match line.tag.as_str() {
-            "grant" => self.history.grants.push(line.to_grant()?),
-            "late" => self.history.late_writes.push(line.to_late_write()?),
             "fail" => self.failures.push(line),
             "event" => self.events.push(line),
             "idle" => self.idle.push(line),
@@ -59,7 +72,7 @@ impl Reports {
     }
 
     pub fn grants(&self) -> usize {
-        self.history.grants.len()
+        self.history.grant_count()
     }
 
     pub fn event(&self, proc: &str, name: &str) -> Option<&Line> {
@@ -133,9 +146,8 @@ impl Fleet {
         tokio::spawn(async move {
             let mut lines = BufReader::new(stdout).lines();
             while let Ok(Some(text)) = lines.next_line().await {
-                let Some(line) = Line::parse(&text) else { continue };
                 let mut locked = reports.lock().unwrap();
-                if let Err(e) = locked.record(&id, line) {
+                if let Err(e) = locked.read(&id, &text) {
                     locked.broken.push(format!("worker {id}: {e}"));
                 }
                 drop(locked);

@@ -1,5 +1,6 @@
 //! The worker processes: the test binary run again (see [`super::fleet`]), contending on the
-//! locks and reporting every grant as a line on stdout.
+//! locks and recording every grant and fenced write into a printing `zk_lock::testing::History`,
+//! which reports each as a line on stdout.
 //!
 //! A worker reads its settings from [`ENV`]. Its stdin is the parent's control channel: a line
 //! `stop` ends the work (the worker then reports `idle`, with nothing held or queued, and waits),
@@ -8,17 +9,20 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
 use tokio::sync::watch;
-use zk_lock::{zk_lock, Client, Error, MutexGuard, ReadGuard, RwLock, Semaphore, SemaphorePermit, WriteGuard};
+use zk_lock::testing::{now_ns, Grant, GrantKind, History, Outcome, TimedLock};
+use zk_lock::{
+    zk_lock, Client, Error, LostReason, MutexGuard, ReadGuard, RwLock, Semaphore, SemaphorePermit, WriteGuard,
+};
 use zookeeper_client::SessionState;
 
-use super::history::{now_ns, Grant, Kind, LateWrite, Line, Outcome, Written};
+use super::line::Line;
 use super::store::StoreClient;
 use crate::rng;
 
@@ -179,6 +183,8 @@ struct Stats {
 struct Worker {
     config: Config,
     client: Client,
+    /// Prints each grant and fenced write for the parent, which checks them all together.
+    history: History,
     stats: Stats,
     orders: watch::Receiver<Orders>,
 }
@@ -199,7 +205,7 @@ async fn run(config: Config) {
         .await
         .unwrap_or_else(|e| panic!("worker {}: connect: {e}", config.id));
     let zk = client.zookeeper();
-    let worker = Arc::new(Worker { config, client, stats: Stats::default(), orders });
+    let worker = Arc::new(Worker { config, client, history: History::printing(), stats: Stats::default(), orders });
     worker.report_session();
     count_disconnects(&worker, zk.state_watcher());
     drop(zk);
@@ -217,7 +223,7 @@ async fn run(config: Config) {
         Role::GcHolder => worker.gc_holder().await,
         Role::Once => {
             let mut store = StoreClient::new(worker.config.store);
-            let op = Op { kind: Kind::Mutex, path: format!("{}/gc", base_path(&worker.config.run)) };
+            let op = Op { kind: GrantKind::Mutex, path: format!("{}/gc", base_path(&worker.config.run)) };
             match worker.acquire(&op, "once").await {
                 Ok(guard) => {
                     worker.hold(&format!("{}/once", worker.config.id), &op, guard, &mut store, Ending::Release).await
@@ -303,7 +309,7 @@ fn count_disconnects(worker: &Arc<Worker>, mut states: zookeeper_client::StateWa
 /// One acquisition to make.
 #[derive(Debug, Clone)]
 struct Op {
-    kind: Kind,
+    kind: GrantKind,
     path: String,
 }
 
@@ -336,13 +342,23 @@ macro_rules! each_guard {
     };
 }
 
-impl AnyGuard {
-    fn token(&self) -> i64 {
+/// A user's own guard type, timed like the library's guards.
+impl TimedLock for AnyGuard {
+    fn path(&self) -> &str {
+        each_guard!(self, g => g.path())
+    }
+
+    fn fencing_token(&self) -> i64 {
         each_guard!(self, g => g.fencing_token())
     }
 
     fn is_held(&self) -> bool {
         each_guard!(self, g => g.is_held())
+    }
+
+    fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
+        let lost: Pin<Box<dyn Future<Output = LostReason> + Send>> = each_guard!(self, g => Box::pin(g.lost()));
+        lost
     }
 
     async fn release(self) -> zk_lock::Result<()> {
@@ -367,10 +383,10 @@ impl Worker {
         let base = base_path(&self.config.run);
         let ops = &self.config.ops;
         match ops[rng.u64(..ops.len() as u64) as usize].as_str() {
-            "mutex" => Op { kind: Kind::Mutex, path: format!("{base}/m{}", rng.u64(..2)) },
-            "read" => Op { kind: Kind::Read, path: format!("{base}/rw") },
-            "write" => Op { kind: Kind::Write, path: format!("{base}/rw") },
-            "sem" => Op { kind: Kind::Semaphore(SEMAPHORE_LEASES), path: format!("{base}/sem") },
+            "mutex" => Op { kind: GrantKind::Mutex, path: format!("{base}/m{}", rng.u64(..2)) },
+            "read" => Op { kind: GrantKind::Read, path: format!("{base}/rw") },
+            "write" => Op { kind: GrantKind::Write, path: format!("{base}/rw") },
+            "sem" => Op { kind: GrantKind::Semaphore { leases: SEMAPHORE_LEASES }, path: format!("{base}/sem") },
             other => panic!("unknown op {other}"),
         }
     }
@@ -380,94 +396,65 @@ impl Worker {
         let data = format!("{}/{data}", self.config.id).into_bytes();
         let client = &self.client;
         match op.kind {
-            Kind::Mutex => {
+            GrantKind::Mutex => {
                 let mutex = zk_lock::Mutex::with_client(client, &op.path).with_data(data);
                 mutex.lock_timeout(ACQUIRE_TIMEOUT).await.map(AnyGuard::Mutex)
             }
-            Kind::Read => {
+            GrantKind::Read => {
                 let lock = RwLock::with_client(client, &op.path).with_data(data);
                 lock.read_timeout(ACQUIRE_TIMEOUT).await.map(AnyGuard::Read)
             }
-            Kind::Write => {
+            GrantKind::Write => {
                 let lock = RwLock::with_client(client, &op.path).with_data(data);
                 lock.write_timeout(ACQUIRE_TIMEOUT).await.map(AnyGuard::Write)
             }
-            Kind::Semaphore(max) => {
-                let semaphore = Semaphore::with_client(client, &op.path, max).with_data(data);
+            GrantKind::Semaphore { leases } => {
+                let semaphore = Semaphore::with_client(client, &op.path, leases).with_data(data);
                 semaphore.acquire_timeout(ACQUIRE_TIMEOUT).await.map(AnyGuard::Permit)
             }
         }
     }
 
     /// The critical section: a fenced write for exclusive locks, a random hold, the release;
-    /// reports the grant.
+    /// the history records the grant and the writes.
     async fn hold(&self, proc: &str, op: &Op, guard: AnyGuard, store: &mut StoreClient, ending: Ending) {
-        let token = guard.token();
-        let start = now_ns();
-        let write = if op.kind.exclusive() {
-            match store.write(&op.path, token).await {
-                Ok(true) => Written::Accepted,
-                Ok(false) => Written::Rejected,
-                Err(e) => panic!("{proc}: the fenced store failed: {e}"),
+        let guard = self.history.time_grant(proc, op.kind, guard);
+        let token = guard.fencing_token();
+        if op.kind.is_exclusive() {
+            if let Err(e) = guard.fenced_write(store.write(&op.path, token)).await {
+                panic!("{proc}: the fenced store failed: {e}");
             }
-        } else {
-            Written::None
-        };
+        }
         let hold_us = self.config.hold.as_micros() as u64;
         if hold_us > 0 {
             let pause = now_ns() % hold_us;
             tokio::time::sleep(Duration::from_micros(pause)).await;
         }
-        let end = now_ns();
-        let held = guard.is_held();
-        let mut grant = Grant {
-            proc: proc.to_owned(),
-            kind: op.kind,
-            path: op.path.clone(),
-            token,
-            start,
-            end,
-            outcome: Outcome::Lost,
-            write,
-        };
-        let dropped = if held { Outcome::Dropped } else { Outcome::Lost };
+        let lost = !guard.is_held();
         let released = match ending {
             Ending::Release => guard.release().await,
-            Ending::Panic => {
-                grant.outcome = dropped;
-                emit(Line::from(&grant));
-                panic!("chaos panic while holding {}", op.path);
-            }
+            // The timed guard records the grant as dropped while unwinding.
+            Ending::Panic => panic!("chaos panic while holding {}", op.path),
             // Dropped after its first poll: the delete is sent by then and must still happen.
             Ending::CancelRelease => match polled_at_most(1, guard.release()).await {
                 Some(released) => released,
-                None => {
-                    grant.outcome = dropped;
-                    emit(Line::from(&grant));
-                    return;
-                }
+                None => return,
             },
         };
-        grant.outcome = match released {
-            _ if !held => Outcome::Lost,
-            Ok(()) => Outcome::Released,
-            Err(Error::Lost { .. }) => Outcome::Lost,
+        let lost = match released {
+            Ok(()) => lost,
+            Err(Error::Lost { .. }) => true,
             Err(e) => {
                 eprintln!("{proc}: release of {}: {e}", op.path);
-                Outcome::Failed
+                lost
             }
         };
-        emit(Line::from(&grant));
         // A holder that learnt of its loss tries its old token once more: the store must refuse
         // it if a newer holder has written since.
-        if grant.outcome == Outcome::Lost && op.kind.exclusive() {
-            let write = match store.write(&op.path, token).await {
-                Ok(true) => Written::Accepted,
-                Ok(false) => Written::Rejected,
-                Err(e) => panic!("{proc}: the fenced store failed: {e}"),
-            };
-            let late = LateWrite { proc: proc.to_owned(), path: op.path.clone(), token, at: now_ns(), write };
-            emit(Line::from(&late));
+        if lost && op.kind.is_exclusive() {
+            if let Err(e) = self.history.time_write(proc, &op.path, token, store.write(&op.path, token)).await {
+                panic!("{proc}: the fenced store failed: {e}");
+            }
         }
     }
 
@@ -490,10 +477,9 @@ impl Worker {
             if self.config.role == Role::Cheat {
                 let start = now_ns();
                 tokio::time::sleep(self.config.hold).await;
-                let (kind, path) = (op.kind, op.path);
-                let token = -(seq as i64);
-                let (end, outcome, write) = (now_ns(), Outcome::Released, Written::None);
-                emit(Line::from(&Grant { proc: proc.clone(), kind, path, token, start, end, outcome, write }));
+                let (holder, kind, path) = (proc.clone(), op.kind, op.path);
+                let (token, end, outcome) = (-(seq as i64), now_ns(), Outcome::Released);
+                self.history.record(Grant { holder, kind, path, token, start, end, outcome });
                 continue;
             }
             let disconnects = self.stats.disconnects.load(Ordering::SeqCst);
@@ -522,7 +508,7 @@ impl Worker {
                 45..55 => {
                     let n = rng.u64(..2);
                     let within = Duration::from_micros(rng.u64(..6_000));
-                    let call = annotated(&self.config.run, n, &proc, &mut store, false);
+                    let call = annotated(&self.config.run, n, &proc, &self.history, &mut store, false);
                     if tokio::time::timeout(within, call).await.is_err() {
                         self.stats.cancels.fetch_add(1, Ordering::SeqCst);
                     }
@@ -538,7 +524,7 @@ impl Worker {
                     let task = tokio::spawn(async move {
                         let mut store = StoreClient::new(addr);
                         if annotate {
-                            let _ = annotated(&run, 0, &task_proc, &mut store, true).await;
+                            let _ = annotated(&run, 0, &task_proc, &worker.history, &mut store, true).await;
                         } else {
                             match worker.acquire(&op, &data).await {
                                 Ok(guard) => worker.hold(&task_proc, &op, guard, &mut store, Ending::Panic).await,
@@ -587,29 +573,21 @@ impl Worker {
 
         let mut store = StoreClient::new(self.config.store);
         let mut record = None;
-        let outcome = gc_body(&self.config.run, id, &mut store, &mut record).await;
+        let outcome = gc_body(&self.config.run, id, &self.history, &mut store, &mut record).await;
         let end = now_ns();
         emit(Line::new("event").with("proc", id).with("name", "returned").with("msg", format!("{outcome:?}")));
-        let (token, start, write) = record.expect("the body started");
+        let (token, start) = record.expect("the body started");
         let path = format!("{base}/gc");
-        let outcome = if matches!(outcome, Err(Error::Lost { .. })) { Outcome::Lost } else { Outcome::Released };
-        emit(Line::from(&Grant {
-            proc: id.clone(),
-            kind: Kind::Mutex,
-            path: path.clone(),
-            token,
-            start,
-            end,
-            outcome,
-            write,
-        }));
+        let outcome = match outcome {
+            Err(Error::Lost { reason, .. }) => Outcome::Lost { reason: reason.to_string() },
+            _ => Outcome::Released,
+        };
+        let (holder, kind) = (id.clone(), GrantKind::Mutex);
+        self.history.record(Grant { holder, kind, path: path.clone(), token, start, end, outcome });
 
         // The write of a holder that came back from a pause and has not checked yet: it must bounce.
-        let late = match store.write(&path, token).await.expect("the fenced store") {
-            true => Written::Accepted,
-            false => Written::Rejected,
-        };
-        emit(Line::from(&LateWrite { proc: id.clone(), path, token, at: now_ns(), write: late }));
+        let late = self.history.time_write(id, &path, token, store.write(&path, token));
+        late.await.expect("the fenced store");
         // Its loss is known by now: let the task report it before this worker reports its end
         // (and may be told to exit). If `lost()` never resolves, the parent's check fails.
         let _ = tokio::time::timeout(ACQUIRE_TIMEOUT, manual_lost).await;
@@ -633,30 +611,30 @@ async fn polled_at_most<F: Future>(polls: usize, future: F) -> Option<F::Output>
     None
 }
 
-/// A critical section written with the attribute. Reports its grant before any later await, so
-/// the reported interval ends before a cancellation can drop the guard.
+/// A critical section written with the attribute. Records its grant by hand (the body holds a
+/// reference to the guard, not the guard) before any later await, so the recorded interval ends
+/// before a cancellation can drop the guard.
 #[zk_lock(path = "/faults/<run>/m<n>", client = "faults", guard = g)]
-async fn annotated(run: &str, n: u64, proc: &str, store: &mut StoreClient, panic: bool) -> Result<(), Error> {
-    let path = format!("{}/m{n}", base_path(run));
+async fn annotated(
+    run: &str,
+    n: u64,
+    proc: &str,
+    history: &History,
+    store: &mut StoreClient,
+    panic: bool,
+) -> Result<(), Error> {
+    let (holder, path) = (format!("{proc}/attr"), format!("{}/m{n}", base_path(run)));
     let token = g.fencing_token();
     let start = now_ns();
-    let write = match store.write(&path, token).await {
-        Ok(true) => Written::Accepted,
-        Ok(false) => Written::Rejected,
-        Err(e) => panic!("{proc}: the fenced store failed: {e}"),
-    };
+    if let Err(e) = history.time_write(&holder, &path, token, store.write(&path, token)).await {
+        panic!("{proc}: the fenced store failed: {e}");
+    }
     let end = now_ns();
-    let outcome = if g.is_held() { Outcome::Dropped } else { Outcome::Lost };
-    emit(Line::from(&Grant {
-        proc: format!("{proc}/attr"),
-        kind: Kind::Mutex,
-        path,
-        token,
-        start,
-        end,
-        outcome,
-        write,
-    }));
+    let outcome = match g.is_held() {
+        true => Outcome::Dropped,
+        false => Outcome::Lost { reason: "is_held() was false at the end of the body".to_owned() },
+    };
+    history.record(Grant { holder, kind: GrantKind::Mutex, path, token, start, end, outcome });
     if panic {
         panic!("chaos panic in an annotated body");
     }
@@ -671,15 +649,15 @@ async fn annotated(run: &str, n: u64, proc: &str, store: &mut StoreClient, panic
 async fn gc_body(
     run: &str,
     proc: &str,
+    history: &History,
     store: &mut StoreClient,
-    record: &mut Option<(i64, u64, Written)>,
+    record: &mut Option<(i64, u64)>,
 ) -> Result<(), Error> {
     let path = format!("{}/gc", base_path(run));
     let token = g.fencing_token();
     let start = now_ns();
-    let write =
-        if store.write(&path, token).await.expect("the fenced store") { Written::Accepted } else { Written::Rejected };
-    *record = Some((token, start, write));
+    history.time_write(proc, &path, token, store.write(&path, token)).await.expect("the fenced store");
+    *record = Some((token, start));
     let lost = g.lost();
     let who = proc.to_owned();
     tokio::spawn(async move {

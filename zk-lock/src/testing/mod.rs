@@ -28,6 +28,10 @@
 //!   is as expected: a waiter queued, no node left.
 //! * [`ServerCounters`] ([`TestingServer::counters`]) are the server's own counters, from
 //!   `mntr`: the requests a piece of code sends, the watches and ephemeral nodes it leaves.
+//! * [`History`] is the safety checker for your own tests: record each grant and fenced write
+//!   (from many tasks, or from worker processes that print them as [`Record`] lines), and its
+//!   [`check`](History::check) lists every overlap of exclusive holders, semaphore over-lease,
+//!   fencing token going backwards and stale write accepted.
 //!
 //! Every server runs in its own temporary directory and on free loopback ports. Dropping a
 //! server kills it and deletes its directory. Servers never outlive the test process, even when
@@ -81,6 +85,7 @@ mod config;
 mod counters;
 mod curator;
 mod four_letter;
+mod history;
 mod java;
 mod kazoo;
 mod ports;
@@ -97,6 +102,10 @@ pub use cluster::TestingCluster;
 pub use counters::{server_counters, ServerCounters};
 pub use curator::{compile_curator_program, curator_classpath, JavaProgram};
 pub use four_letter::four_letter_word;
+pub use history::{
+    now_ns, FencedWrite, Grant, GrantKind, History, Outcome, ParseRecordError, Record, Report, TimedGuard, TimedLock,
+    Violation,
+};
 pub use java::{find_java, zookeeper_classpath, JavaSetup};
 pub use kazoo::python_with_kazoo;
 pub use proxy::{Direction, Proxy};
