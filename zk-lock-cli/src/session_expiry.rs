@@ -50,11 +50,18 @@ impl SessionExpiry {
     }
 }
 
+/// After no server could tell, how long [`Dumps::read`] gives the same answer before asking
+/// again: a server that does not answer costs `--timeout`, which `watch` should not pay each
+/// refresh.
+const ASK_AGAIN_AFTER: Duration = Duration::from_secs(30);
+
 /// Asks the servers of a client's connect string for `dump`, remembering the one that answered
 /// (the leader, in an ensemble) to ask it alone next time.
 pub struct Dumps {
     servers: Vec<Server>,
     answered: Option<usize>,
+    /// When no server could tell, and what was said of it.
+    failed: Option<(Instant, SessionExpiry)>,
     /// The bound on each server's answer: `--timeout`.
     timeout: Duration,
 }
@@ -64,13 +71,19 @@ impl Dumps {
     pub fn new(client: &Client, timeout: Duration) -> Self {
         // Validated before connecting; an empty list only says so below.
         let servers = connect::servers(client.connect_string()).unwrap_or_default();
-        Self { servers, answered: None, timeout }
+        Self { servers, answered: None, failed: None, timeout }
     }
 
     /// Asks for `dump`: the server that answered last, else every server at once, taking the
     /// first that lists session expiry. `renewed` is an instant before the latest request
-    /// `client` sent (which renewed its session). Failures are reasons in the result.
+    /// `client` sent (which renewed its session). Failures are reasons in the result; after one,
+    /// the servers are asked again only [`ASK_AGAIN_AFTER`] later.
     pub async fn read(&mut self, client: &Client, renewed: Instant) -> SessionExpiry {
+        if let Some((when, failure)) = &self.failed {
+            if when.elapsed() < ASK_AGAIN_AFTER {
+                return failure.clone();
+            }
+        }
         let zookeeper = client.zookeeper();
         let own = OwnSession { id: zookeeper.session_id().0, timeout: zookeeper.session_timeout(), renewed };
         if let Some(i) = self.answered {
@@ -88,14 +101,17 @@ impl Dumps {
         while let Some(Ok((i, answer))) = asks.join_next().await {
             match answer.and_then(|answer| own.measure(&answer)) {
                 Ok(left) => {
-                    self.answered = Some(i);
+                    (self.answered, self.failed) = (Some(i), None);
                     return SessionExpiry { from: Some(self.servers[i].to_string()), unknown: None, left };
                 }
                 Err(reason) => reasons[i] = format!("{}: {reason}", self.servers[i]),
             }
         }
         reasons.retain(|reason| !reason.is_empty());
-        SessionExpiry::unknown(if reasons.is_empty() { "no server to ask".to_owned() } else { reasons.join("; ") })
+        let failure =
+            SessionExpiry::unknown(if reasons.is_empty() { "no server to ask".to_owned() } else { reasons.join("; ") });
+        self.failed = Some((Instant::now(), failure.clone()));
+        failure
     }
 }
 
