@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 /// The end of `--help`.
 const EXIT_CODES: &str = "\
 Exit codes:
-  0  success
+  0  success; `watch` exits with 0 when stopped by Ctrl-C (SIGINT) or SIGTERM
   1  the path does not exist (inspect, tree), or there is no holder to revoke (revoke)
   2  usage error: unknown command or option, missing or invalid argument (path, connect string,
      duration)
@@ -19,7 +19,7 @@ Exit codes:
 Errors are reported on stderr; stdout carries only the result (the JSON document with --json, also
 for exit code 1).";
 
-/// zk-lock: inspect and revoke ZooKeeper locks (zk-lock, Apache Curator and kazoo layouts)
+/// zk-lock: inspect, watch and revoke ZooKeeper locks (zk-lock, Apache Curator and kazoo layouts)
 #[derive(Debug, Parser)]
 #[command(name = "zk-lock", version, propagate_version = true, after_help = EXIT_CODES)]
 pub struct Args {
@@ -29,10 +29,10 @@ pub struct Args {
     #[arg(long, global = true, value_name = "HOSTS")]
     #[allow(rustdoc::broken_intra_doc_links)] // `[/chroot]` is help text, not a link
     connect: Option<String>,
-    /// Bound on connecting and on a lost connection, like 500ms or 1m30s
+    /// Bound on connecting, on a lost connection and on asking for `dump`, like 500ms or 1m30s
     #[arg(long, global = true, value_name = "DUR", default_value = "5s", value_parser = parse_timeout)]
     pub timeout: Duration,
-    /// Print one JSON document on stdout instead of tables
+    /// Print one JSON document on stdout instead of tables (watch: one a line, per refresh)
     #[arg(long, global = true)]
     pub json: bool,
 }
@@ -44,12 +44,41 @@ pub struct Args {
 pub enum Command {
     /// The holders and waiters of a lock, in queue order
     ///
-    /// For each: role, recipe, holder (host, pid, task), session, fencing token, how long held
-    /// or waited. Works for mutexes, read/write locks and semaphores (PATH/locks, PATH/leases).
+    /// For each: role, recipe, session, how long the server keeps the session if it hears
+    /// nothing more from its client (EXPIRES-IN), fencing token, how long the node has existed
+    /// (HELD/WAITING; a holder's includes its time in the queue), holder (host, pid, task).
+    /// Works for mutexes, read/write locks and semaphores (PATH/locks, PATH/leases).
+    ///
+    /// HELD/WAITING compares the node's creation time, by the ZooKeeper leader's clock, with
+    /// this machine's clock: a skew between the two clocks is part of it.
+    ///
+    /// EXPIRES-IN is read from the four-letter word `dump` of the leader (or standalone server)
+    /// among --connect, which must allow it (4lw.commands.whitelist=srvr,dump). It is a lower
+    /// bound: the server prints whole seconds and rounds expiry up to its tickTime, so the
+    /// session may live up to 2s + tickTime longer. It is - when no server could tell; stderr
+    /// says why, once.
     #[command(verbatim_doc_comment, display_name = "zk-lock")]
     Inspect {
         /// The lock, like /locks/orders
         path: String,
+    },
+    /// Shows `inspect` and keeps it current until interrupted (Ctrl-C: exit code 0)
+    ///
+    /// Refreshes at once when a node under PATH is created, deleted or written (a persistent
+    /// recursive watch), and every --interval for the durations; each refresh reads the lock and
+    /// asks for `dump`. PATH need not exist yet.
+    ///
+    /// On a terminal, redraws in place on the alternate screen, cutting lines at its edge and
+    /// the table at its bottom; Ctrl-C (or SIGTERM) restores the screen. Otherwise (a pipe, a
+    /// file) each refresh is printed as a block, blocks separated by a blank line; with --json,
+    /// each refresh is one JSON document (inspect's, plus time_ms) on a line of its own.
+    #[command(verbatim_doc_comment, display_name = "zk-lock")]
+    Watch {
+        /// The lock, like /locks/orders
+        path: String,
+        /// How often to refresh when nothing changes, like 500ms or 5s; at least 100ms
+        #[arg(long, value_name = "DUR", default_value = "1s", value_parser = parse_interval)]
+        interval: Duration,
     },
     /// Asks every holder of a lock to let it go, and lists the nodes written to
     ///
@@ -89,9 +118,10 @@ impl Args {
 /// and after an unknown option (in place of clap's tip to pass it as a value after `--`).
 fn explain(mut error: clap::Error) -> clap::Error {
     let tip = match (error.kind(), error.get(ContextKind::InvalidArg)) {
-        (ErrorKind::InvalidSubcommand, _) => "commands are inspect, revoke, tree and help",
+        (ErrorKind::InvalidSubcommand, _) => "commands are inspect, watch, revoke, tree and help",
         (ErrorKind::UnknownArgument, Some(ContextValue::String(arg))) if arg.starts_with('-') => {
-            "options are --connect <HOSTS>, --timeout <DUR>, --json, -h/--help and -V/--version"
+            "options are --connect <HOSTS>, --timeout <DUR>, --json, --interval <DUR> (watch), -h/--help and \
+             -V/--version"
         }
         _ => return error,
     };
@@ -106,6 +136,21 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
         Ok(duration) if duration.is_zero() => Err("zero gives up at once; give it some time, like 5s".into()),
         Ok(duration) => Ok(duration),
         Err(e) => Err(format!("{e}; like 500ms, 5s or 1m30s")),
+    }
+}
+
+/// The shortest `--interval`: each refresh reads the lock and asks the server for `dump`.
+const MIN_INTERVAL: Duration = Duration::from_millis(100);
+
+/// `watch --interval`: a duration like `--timeout`'s, at least [`MIN_INTERVAL`].
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(interval) if interval < MIN_INTERVAL => Err(format!(
+            "{} is too often: at least 100ms, since each refresh reads the lock and asks the server for `dump`",
+            humantime::format_duration(interval)
+        )),
+        Ok(interval) => Ok(interval),
+        Err(e) => Err(format!("{e}; like 500ms, 1s or 1m")),
     }
 }
 
@@ -169,7 +214,7 @@ mod tests {
             (&[], "Usage: zk-lock [OPTIONS] <COMMAND>\n\nCommands:\n  inspect "),
             (
                 &["frobnicate", "/a"],
-                "unrecognized subcommand 'frobnicate'\n\n  tip: commands are inspect, revoke, tree",
+                "unrecognized subcommand 'frobnicate'\n\n  tip: commands are inspect, watch, revoke, tree",
             ),
             (&["inspect"], "the following required arguments were not provided:\n  <PATH>"),
             (&["inspect", "/a", "/b"], "unexpected argument '/b' found"),
@@ -178,6 +223,7 @@ mod tests {
             (&["inspect", "/a", "--timeout", "5"], "invalid value '5' for '--timeout <DUR>': time unit needed"),
             (&["inspect", "/a", "--timeout", "0s"], "invalid value '0s' for '--timeout <DUR>': zero gives up"),
             (&["inspect", "/a", "--json=yes"], "unexpected value 'yes' for '--json' found"),
+            (&["watch", "/a", "--interval", "0s"], "invalid value '0s' for '--interval <DUR>': 0s is too often"),
         ];
         for (args, expected) in cases {
             let error = parse(args).unwrap_err();
@@ -185,6 +231,21 @@ mod tests {
             let message = error.render().to_string();
             assert!(message.contains(expected), "{args:?}: {message}");
         }
+    }
+
+    #[test]
+    fn watch_takes_an_interval_of_at_least_100ms() {
+        let parsed = parse(&["watch", "/a"]).unwrap();
+        assert_eq!(parsed.command, Command::Watch { path: "/a".into(), interval: Duration::from_secs(1) });
+        let parsed = parse(&["watch", "--interval=250ms", "/a", "--json"]).unwrap();
+        assert_eq!(parsed.command, Command::Watch { path: "/a".into(), interval: Duration::from_millis(250) });
+        assert_eq!(parse_interval("100ms"), Ok(MIN_INTERVAL));
+        for (bad, reason) in [("0s", "too often"), ("99ms", "too often"), ("1", "time unit needed"), ("soon", "")] {
+            let error = parse_interval(bad).unwrap_err();
+            assert!(error.contains(reason), "{bad:?}: {error}");
+        }
+        let error = parse(&["inspect", "/a", "--interval", "1s"]).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::UnknownArgument, "inspect has no --interval");
     }
 
     #[test]

@@ -8,10 +8,39 @@ use zookeeper_client::SessionState;
 
 use crate::error::CliError;
 
+/// The port ZooKeeper clients use when the connect string names none.
+const DEFAULT_PORT: u16 = 2181;
+
+/// One server of a connect string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Server {
+    /// A host name or an IP address (IPv6 without brackets).
+    pub host: String,
+    /// The client port.
+    pub port: u16,
+    /// Whether it is a TLS port (`tcp+tls://`).
+    pub tls: bool,
+}
+
+impl std::fmt::Display for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.host.contains(':') {
+            true => write!(f, "[{}]:{}", self.host, self.port),
+            false => write!(f, "{}:{}", self.host, self.port),
+        }
+    }
+}
+
 /// Checks `connect` against the grammar zookeeper-client accepts,
 /// `[tcp://|tcp+tls://]host[:port][,...][/chroot]`, so a typo is a usage error naming the bad
 /// part rather than a connection failure.
 pub fn validate_connect_string(connect: &str) -> Result<(), CliError> {
+    servers(connect).map(drop)
+}
+
+/// The servers of `connect`, in its order; a usage error naming the bad part if it does not
+/// follow the grammar of [`validate_connect_string`].
+pub fn servers(connect: &str) -> Result<Vec<Server>, CliError> {
     let invalid = |what: String| {
         CliError::usage(format!(
             "invalid `--connect {connect}`: {what}; expected host:port[,host:port...][/chroot], like 127.0.0.1:2181"
@@ -21,7 +50,9 @@ pub fn validate_connect_string(connect: &str) -> Result<(), CliError> {
     if hosts.trim().is_empty() {
         return Err(invalid("no host given".into()));
     }
+    let mut servers = Vec::new();
     for entry in hosts.split(',') {
+        let tls = entry.starts_with("tcp+tls://");
         let address = entry.strip_prefix("tcp://").or_else(|| entry.strip_prefix("tcp+tls://")).unwrap_or(entry);
         let (host, port) = if let Some(bracketed) = address.strip_prefix('[') {
             let Some((host, rest)) = bracketed.split_once(']') else {
@@ -46,16 +77,19 @@ pub fn validate_connect_string(connect: &str) -> Result<(), CliError> {
         if host.chars().any(|c| c.is_whitespace() || c.is_control() || c == '/') {
             return Err(invalid(format!("host `{host}` contains whitespace or `/`")));
         }
-        if let Some(port) = port {
-            if !matches!(port.parse::<u16>(), Ok(1..)) {
-                return Err(invalid(format!("port `{port}` of `{entry}` is not a number from 1 to 65535")));
-            }
-        }
+        let port = match port {
+            None => DEFAULT_PORT,
+            Some(port) => match port.parse::<u16>() {
+                Ok(port @ 1..) => port,
+                _ => return Err(invalid(format!("port `{port}` of `{entry}` is not a number from 1 to 65535"))),
+            },
+        };
+        servers.push(Server { host: host.to_owned(), port, tls });
     }
     if let Some(chroot) = chroot.filter(|&chroot| chroot != "/") {
         zk_lock::validate_lock_path(chroot).map_err(|e| invalid(format!("bad chroot: {e}")))?;
     }
-    Ok(())
+    Ok(servers)
 }
 
 /// Splits off the chroot, which follows the last host (zookeeper-client's rule).
@@ -112,7 +146,7 @@ async fn disconnected_for(client: &Client, timeout: Duration) -> SessionState {
 
 #[cfg(test)]
 mod tests {
-    use super::validate_connect_string;
+    use super::{servers, validate_connect_string, Server};
 
     #[test]
     fn accepts_what_zookeeper_accepts() {
@@ -147,5 +181,14 @@ mod tests {
             assert_eq!(error.code, crate::error::USAGE);
             assert!(error.message.contains(named), "{bad:?}: {}", error.message);
         }
+    }
+
+    #[test]
+    fn lists_the_servers_with_default_ports() {
+        let server = |host: &str, port, tls| Server { host: host.into(), port, tls };
+        let found = servers("zk1:2182,[::1],tcp+tls://zk3:2281/app").unwrap();
+        assert_eq!(found, [server("zk1", 2182, false), server("::1", 2181, false), server("zk3", 2281, true)]);
+        assert_eq!(found[1].to_string(), "[::1]:2181");
+        assert_eq!(found[0].to_string(), "zk1:2182");
     }
 }

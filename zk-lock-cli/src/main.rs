@@ -1,14 +1,18 @@
-//! `zk-lock`: inspect, revoke and list ZooKeeper locks (zk-lock, Apache Curator and kazoo).
+//! `zk-lock`: inspect, watch, revoke and list ZooKeeper locks (zk-lock, Apache Curator and kazoo).
 //!
 //! Run `zk-lock --help` for commands, options and exit codes.
 
 mod args;
+mod calendar;
 mod connect;
 mod error;
 mod inspect;
 mod output;
 mod revoke;
+mod session_expiry;
+mod terminal;
 mod tree;
+mod watch;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -29,10 +33,19 @@ fn execute(args: &Args) -> u8 {
         Ok(runtime) => runtime,
         Err(e) => return fail(&CliError { code: error::ZOOKEEPER, message: format!("cannot start tokio: {e}") }),
     };
-    match runtime.block_on(run(args)) {
-        Ok(report) => {
+    let outcome = match args.command {
+        Command::Watch { .. } => runtime.block_on(watch::until_interrupted(run(args))),
+        _ => runtime.block_on(run(args)),
+    };
+    match outcome {
+        // `watch` printed as it went.
+        Ok(None) => error::SUCCESS,
+        Ok(Some(report)) => {
             let stdout = if args.json { format!("{:#}\n", report.json) } else { report.text };
             let printed = print(&stdout);
+            if let Some(warning) = &report.warning {
+                eprintln!("zk-lock: {warning}");
+            }
             match report.not_found {
                 Some(message) if printed == error::SUCCESS => {
                     eprintln!("zk-lock: {message}");
@@ -45,14 +58,18 @@ fn execute(args: &Args) -> u8 {
     }
 }
 
-async fn run(args: &Args) -> Result<Report, CliError> {
+/// Connects and runs the command: its report, or `None` for `watch`, which prints as it goes.
+async fn run(args: &Args) -> Result<Option<Report>, CliError> {
     let connect_string = args.connect(std::env::var(zk_lock::CONNECT_ENV).ok());
     let client = connect::connect(&connect_string, args.timeout).await?;
     let command = async {
         match &args.command {
-            Command::Inspect { path } => inspect::run(&client, path).await,
-            Command::Revoke { path } => revoke::run(&client, path).await,
-            Command::Tree { path } => tree::run(&client, path).await,
+            Command::Inspect { path } => inspect::run(&client, path, args.timeout).await.map(Some),
+            Command::Watch { path, interval } => {
+                watch::run(&client, path, *interval, args.timeout, args.json).await.map(|()| None)
+            }
+            Command::Revoke { path } => revoke::run(&client, path).await.map(Some),
+            Command::Tree { path } => tree::run(&client, path).await.map(Some),
         }
     };
     connect::bounded(&client, args.timeout, command).await

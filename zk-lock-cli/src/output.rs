@@ -15,6 +15,8 @@ pub struct Report {
     pub json: Value,
     /// Set for exit code 1 (path missing, nothing to revoke): the message for stderr.
     pub not_found: Option<String>,
+    /// Something the result lacks and why, for stderr; the exit code stays 0.
+    pub warning: Option<String>,
 }
 
 /// The data Curator's `Revoker` writes into a holder's node.
@@ -69,6 +71,15 @@ pub fn human_duration(d: Duration) -> String {
         60..=3599 => format!("{}m{:02}s", secs / 60, secs % 60),
         3600..=86_399 => format!("{}h{:02}m", secs / 3600, secs % 3600 / 60),
         _ => format!("{}d{:02}h", secs / 86_400, secs % 86_400 / 3600),
+    }
+}
+
+/// A session's time left, in whole seconds below a minute (`dump` tells no more): `0s`, `9s`,
+/// `1m05s`.
+pub fn seconds_left(d: Duration) -> String {
+    match d.as_secs() {
+        secs @ 0..=59 => format!("{secs}s"),
+        _ => human_duration(d),
     }
 }
 
@@ -176,6 +187,13 @@ mod tests {
         for (d, text) in cases {
             assert_eq!(human_duration(d), text);
         }
+    }
+
+    #[test]
+    fn seconds_left_are_whole() {
+        assert_eq!(seconds_left(Duration::from_millis(999)), "0s");
+        assert_eq!(seconds_left(Duration::from_millis(9_900)), "9s");
+        assert_eq!(seconds_left(Duration::from_secs(65)), "1m05s");
     }
 
     #[test]

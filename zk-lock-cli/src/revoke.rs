@@ -17,6 +17,7 @@ pub async fn run(client: &Client, path: &str) -> Result<Report, CliError> {
             text: String::new(),
             json: json!({ "path": path, "exists": false, "revoked": [], "gone": [] }),
             not_found: Some(format!("`{path}` does not exist; nothing to revoke")),
+            warning: None,
         });
     };
     let holders: Vec<&Participant> = found.iter().filter(|p| p.role == Role::Holder).collect();
@@ -57,5 +58,5 @@ pub async fn run(client: &Client, path: &str) -> Result<Report, CliError> {
         let waiters = found.iter().filter(|p| p.role == Role::Waiter).count();
         format!("`{path}` has no holder; nothing to revoke ({waiters} waiter(s) queued)")
     });
-    Ok(Report { text, json, not_found })
+    Ok(Report { text, json, not_found, warning: None })
 }

@@ -33,6 +33,7 @@ pub async fn run(client: &Client, root: &str) -> Result<Report, CliError> {
             text: String::new(),
             json: json!({ "path": root, "exists": false, "locks": [] }),
             not_found: Some(format!("`{root}` does not exist; check the path (try `zk-lock tree /`)")),
+            warning: None,
         });
     };
     let mut locks = Vec::new();
@@ -157,7 +158,7 @@ fn report(root: &str, locks: &[Lock]) -> Report {
             "unknown": lock.others,
         })).collect::<Vec<_>>(),
     });
-    Report { text, json, not_found: None }
+    Report { text, json, not_found: None, warning: None }
 }
 
 #[cfg(test)]

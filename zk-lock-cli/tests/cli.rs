@@ -1,22 +1,27 @@
 //! The `zk-lock` binary against a real ZooKeeper, while zk-lock guards in this test really hold
-//! and wait for the locks it shows. All tests share one server; each uses its own paths.
+//! and wait for the locks it shows. All tests share one server, each with its own paths; one
+//! test starts an ensemble of its own. `watch` runs in a real terminal: a tmux pane.
 
-use std::process::Output;
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use zk_lock::testing::{shared_server, wait_for_children};
+use tokio::sync::mpsc;
+use zk_lock::testing::{shared_server, wait_for_children, TestingCluster};
 use zk_lock::{Client, Mutex, RwLock, Semaphore};
 use zookeeper_client::{Acls, CreateMode};
 
 const ROOT: &str = "/it-cli";
+const BIN: &str = env!("CARGO_BIN_EXE_zk-lock");
 /// How long a test waits for ZooKeeper to show an expected state before failing.
 const PATIENCE: Duration = Duration::from_secs(30);
 
 /// Runs the binary with `args` against the shared server (unless `args` names another
 /// `--connect`), off the test's runtime so the guards' tasks keep running meanwhile.
 async fn zk_lock(args: &[&str]) -> Output {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_zk-lock"));
+    let mut command = Command::new(BIN);
     command.args(args).env_remove("ZK_LOCK_CONNECT");
     if !args.iter().any(|arg| arg.starts_with("--connect")) {
         command.env("ZK_LOCK_CONNECT", shared_server().connect_string());
@@ -98,13 +103,12 @@ async fn inspect_shows_a_mutex_holder_then_its_waiter() {
     let text = stdout(&output);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], format!("{path}: mutex, 1 holder, 1 waiter"), "{text}");
-    assert!(lines[1].starts_with("POS  ROLE    KIND   SESSION"), "{text}");
+    assert!(lines[1].starts_with("POS  ROLE    KIND   SESSION            EXPIRES-IN  FENCING"), "{text}");
     let holder_row: Vec<&str> = lines[2].split_whitespace().collect();
-    assert_eq!(
-        holder_row[..5],
-        ["1", "holder", "mutex", &session_hex(&holder_client), &guard.fencing_token().to_string()]
-    );
-    assert!(holder_row[6].starts_with("host=") && lines[2].contains(&format!("pid={}", std::process::id())), "{text}");
+    assert_eq!(holder_row[..4], ["1", "holder", "mutex", &session_hex(&holder_client)]);
+    assert!(holder_row[4].ends_with('s'), "the session's time left, in seconds: {text}");
+    assert_eq!(holder_row[5], guard.fencing_token().to_string());
+    assert!(holder_row[7].starts_with("host=") && lines[2].contains(&format!("pid={}", std::process::id())), "{text}");
     let waiter_row: Vec<&str> = lines[3].split_whitespace().collect();
     assert_eq!(waiter_row[..4], ["2", "waiter", "mutex", &session_hex(&waiter_client)]);
     assert_eq!(lines[2].find("host="), lines[3].find("host="), "columns aligned:\n{text}");
@@ -270,7 +274,10 @@ async fn a_missing_path_is_exit_code_1_and_named() {
 #[tokio::test]
 async fn usage_errors_are_exit_code_2_and_say_what_is_allowed() {
     let cases: &[(&[&str], &str)] = &[
-        (&["frobnicate", "/a"], "unrecognized subcommand 'frobnicate'\n\n  tip: commands are inspect, revoke, tree"),
+        (
+            &["frobnicate", "/a"],
+            "unrecognized subcommand 'frobnicate'\n\n  tip: commands are inspect, watch, revoke, tree",
+        ),
         // No command: the help, on stderr.
         (&[], "Usage: zk-lock [OPTIONS] <COMMAND>\n\nCommands:\n  inspect "),
         (&["inspect"], "the following required arguments were not provided:\n  <PATH>"),
@@ -312,8 +319,16 @@ async fn help_and_version() {
     let output = zk_lock(&["--help"]).await;
     assert_eq!(code(&output), 0);
     let help = stdout(&output);
-    let needles =
-        ["\n  inspect ", "\n  revoke ", "\n  tree ", "--connect <HOSTS>", "--json", "--timeout <DUR>", "Exit codes:"];
+    let needles = [
+        "\n  inspect ",
+        "\n  watch ",
+        "\n  revoke ",
+        "\n  tree ",
+        "--connect <HOSTS>",
+        "--json",
+        "--timeout <DUR>",
+        "Exit codes:",
+    ];
     for needle in needles {
         assert!(help.contains(needle), "{needle:?} missing from --help:\n{help}");
     }
@@ -324,6 +339,343 @@ async fn help_and_version() {
     let help = stdout(&output);
     assert!(help.contains("Usage: zk-lock inspect [OPTIONS] <PATH>"), "{help}");
     assert!(help.contains("fencing token") && help.contains("--timeout <DUR>"), "{help}");
+    assert!(help.contains("EXPIRES-IN") && help.contains("4lw.commands.whitelist"), "{help}");
+    let output = zk_lock(&["watch", "--help"]).await;
+    assert_eq!(code(&output), 0);
+    let help = stdout(&output);
+    assert!(help.contains("Usage: zk-lock watch [OPTIONS] <PATH>") && help.contains("--interval <DUR>"), "{help}");
+    assert!(help.contains("[default: 1s]") && help.contains("Ctrl-C"), "{help}");
     let output = zk_lock(&["--version"]).await;
     assert_eq!((code(&output), stdout(&output)), (0, format!("zk-lock {}\n", env!("CARGO_PKG_VERSION"))));
+}
+
+/// The server's tickTime, from `conf`: it rounds session expiry up to a multiple of it.
+fn tick_time() -> Duration {
+    let conf = shared_server().four_letter("conf").expect("conf");
+    let tick = conf.lines().find_map(|line| line.strip_prefix("tickTime=")).expect("tickTime in conf");
+    Duration::from_millis(tick.trim().parse().unwrap())
+}
+
+fn millis(value: &Value) -> u64 {
+    value.as_u64().unwrap_or_else(|| panic!("a number of milliseconds: {value}"))
+}
+
+/// The cells of the table row of `session` in `text`.
+fn row_of<'a>(text: &'a str, session: &str) -> Vec<&'a str> {
+    let row =
+        text.lines().find(|line| line.contains(session)).unwrap_or_else(|| panic!("no row of {session}:\n{text}"));
+    row.split_whitespace().collect()
+}
+
+/// `850ms`, `1.2s` or `37s` in milliseconds.
+fn human_millis(text: &str) -> u64 {
+    match text.strip_suffix("ms") {
+        Some(ms) => ms.parse().unwrap(),
+        None => (text.strip_suffix('s').unwrap().parse::<f64>().unwrap() * 1000.0) as u64,
+    }
+}
+
+#[tokio::test]
+async fn inspect_shows_the_time_held_growing_and_the_session_time_left() {
+    let path = format!("{ROOT}/held");
+    let client = new_client().await;
+    let session = session_hex(&client);
+    let timeout = client.zookeeper().session_timeout();
+    let guard = Mutex::with_client(&client, &path).lock().await.unwrap();
+    // The figure is a lower bound, at most 2s + tickTime (and the CLI's reads) below the truth,
+    // and the holder's heartbeat renews the session every 1/9 of its timeout: a third of the
+    // timeout is a safe floor. The server rounds expiry up to a tick: timeout + tick at most.
+    let (least, most) = (timeout / 3, timeout + tick_time());
+
+    let first = zk_lock_json(&["inspect", &path]).await;
+    assert_eq!(first["session_expiry_from"], shared_server().addr().to_string(), "{first}");
+    assert!(first["session_expiry_unknown"].is_null(), "{first}");
+    let held_first = millis(&participants(&first)[0]["age_ms"]);
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let doc = zk_lock_json(&["inspect", &path]).await;
+        let holder = &participants(&doc)[0];
+        assert_eq!(holder["session_id"], session, "{doc}");
+        let left = Duration::from_millis(millis(&holder["session_expires_in_ms"]));
+        assert!(least <= left && left <= most, "{left:?} left of a {timeout:?} session: {doc}");
+        assert_eq!(holder["session_expires_in"], format!("{}s", left.as_secs()), "{doc}");
+        if millis(&holder["age_ms"]) >= held_first + 1500 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the time held did not grow from {held_first}ms: {doc}");
+    }
+
+    // The table shows the same: whole seconds left, held for more than 1.5s.
+    let output = zk_lock(&["inspect", &path]).await;
+    assert!(stderr(&output).is_empty(), "no warning: {}", stderr(&output));
+    let text = stdout(&output);
+    let row = row_of(&text, &session);
+    let left: u64 = row[4].strip_suffix('s').and_then(|secs| secs.parse().ok()).unwrap_or_else(|| panic!("{text}"));
+    assert!(least.as_secs() <= left && left <= most.as_secs(), "{text}");
+    assert!(human_millis(row[6]) >= 1500, "{text}");
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn session_expiry_comes_from_the_leader_and_without_it_the_reasons_are_said_once() {
+    let cluster = tokio::task::spawn_blocking(|| TestingCluster::start(3)).await.unwrap().expect("start an ensemble");
+    let leader = cluster.leader().expect("a leader");
+    let follower = (0..cluster.len()).find(|&i| i != leader).unwrap();
+    let client = Client::builder(cluster.connect_string()).connect().await.unwrap();
+    let session = session_hex(&client);
+    let path = format!("{ROOT}/ensemble");
+    let guard = Mutex::with_client(&client, &path).lock().await.unwrap();
+
+    // The whole ensemble in --connect: the leader is found and answers.
+    let doc = zk_lock_json(&["inspect", &path, "--connect", &cluster.connect_string()]).await;
+    assert_eq!(doc["session_expiry_from"], cluster.server_connect_string(leader), "{doc}");
+    let left = Duration::from_millis(millis(&participants(&doc)[0]["session_expires_in_ms"]));
+    assert!(!left.is_zero() && left <= client.zookeeper().session_timeout() + Duration::from_secs(1), "{doc}");
+
+    // A follower and a port nobody listens on: `-`, and why, once on stderr; still exit code 0.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (follower, closed) = (cluster.server_connect_string(follower), format!("127.0.0.1:{closed}"));
+    let connect = format!("{follower},{closed}");
+    let output = zk_lock(&["inspect", &path, "--connect", &connect]).await;
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(row_of(&stdout(&output), &session)[4], "-", "{}", stdout(&output));
+    let errors = stderr(&output);
+    assert_eq!(errors.lines().count(), 1, "{errors}");
+    assert!(errors.starts_with("zk-lock: session expiry unknown (EXPIRES-IN: -): "), "{errors}");
+    assert!(errors.contains(&format!("{follower}: a follower or observer")), "{errors}");
+    assert!(errors.contains(&format!("{closed}: cannot ask it for `dump`: Connection refused")), "{errors}");
+    let doc = zk_lock_json(&["inspect", &path, "--connect", &connect]).await;
+    assert!(participants(&doc)[0]["session_expires_in_ms"].is_null(), "{doc}");
+    assert!(doc["session_expiry_from"].is_null(), "{doc}");
+    assert!(doc["session_expiry_unknown"].as_str().unwrap().contains(&format!("{follower}: a follower")), "{doc}");
+    guard.release().await.unwrap();
+}
+
+/// A tmux server of the test's own (its own socket) with one pane of 200 x 40, killed on drop.
+struct Tmux {
+    socket: PathBuf,
+}
+
+impl Tmux {
+    /// Runs the binary with `args` in a pane, under bash, which then says how it exited and
+    /// stays, keeping the pane.
+    async fn start(name: &str, args: &[&str]) -> Tmux {
+        let socket = std::env::temp_dir().join(format!("zk-lock-cli-{}-{name}.tmux", std::process::id()));
+        let tmux = Tmux { socket };
+        let script = r#""$@"; echo "zk-lock exited with $?"; exec sleep 3600"#;
+        let mut command = vec!["-f", "/dev/null", "new-session", "-d", "-x", "200", "-y", "40"];
+        command.extend(["bash", "-c", script, "bash", BIN]);
+        command.extend(args);
+        tmux.run(&command).await;
+        tmux
+    }
+
+    /// Runs a tmux command on this server; returns its stdout.
+    async fn run(&self, args: &[&str]) -> String {
+        let mut command = Command::new("tmux");
+        command.arg("-S").arg(&self.socket).args(args);
+        let output = tokio::task::spawn_blocking(move || command.output())
+            .await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("cannot run tmux ({e}); scripts/install-deps installs it"));
+        assert!(output.status.success(), "tmux {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    /// Values of the pane, by tmux format, like `#{alternate_on}`.
+    async fn pane(&self, format: &str) -> String {
+        self.run(&["display-message", "-p", format]).await.trim_end().to_owned()
+    }
+
+    /// Polls the pane's text until `condition` holds, then returns it.
+    async fn wait_for(&self, what: &str, condition: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let screen = self.run(&["capture-pane", "-p"]).await;
+            if condition(&screen) {
+                return screen;
+            }
+            assert!(Instant::now() < deadline, "no {what} on screen within {PATIENCE:?}:\n{screen}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").arg("-S").arg(&self.socket).arg("kill-server").output();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+#[tokio::test]
+async fn watch_redraws_a_terminal_on_changes_and_restores_it_on_ctrl_c() {
+    let path = format!("{ROOT}/watch-tty");
+    let client = new_client().await;
+    let session = session_hex(&client);
+    // An hour between refreshes: only the watch on PATH can show the changes below.
+    let connect = shared_server().connect_string();
+    let tmux = Tmux::start("watch", &["watch", &path, "--connect", &connect, "--interval", "1h"]).await;
+    let screen = tmux.wait_for("missing path", |screen| screen.contains("does not exist (yet)")).await;
+    assert!(
+        screen.starts_with(char::is_numeric) && screen.contains("UTC: refreshed on changes and every 1h"),
+        "{screen}"
+    );
+    assert_eq!(tmux.pane("#{alternate_on} #{cursor_flag}").await, "1 0", "the alternate screen, no cursor");
+
+    let guard = Mutex::with_client(&client, &path).lock().await.unwrap();
+    let screen = tmux.wait_for("holder", |screen| screen.contains(&session)).await;
+    let row = row_of(&screen, &session);
+    assert_eq!(row[..3], ["1", "holder", "mutex"], "{screen}");
+    assert!(screen.contains(&format!("pid={}", std::process::id())), "{screen}");
+    assert!(!screen.contains("does not exist"), "drawn over the previous frame:\n{screen}");
+
+    guard.release().await.unwrap();
+    let screen = tmux.wait_for("release", |screen| !screen.contains(&session)).await;
+    // Empty, or gone if the server has reaped the container node meanwhile.
+    assert!(screen.contains("no holders or waiters") || screen.contains("does not exist"), "{screen}");
+
+    tmux.run(&["send-keys", "C-c"]).await;
+    let screen = tmux.wait_for("exit", |screen| screen.contains("zk-lock exited with")).await;
+    assert!(screen.contains("zk-lock exited with 0"), "{screen}");
+    assert!(!screen.contains("refreshed on changes"), "the screen from before is back:\n{screen}");
+    assert_eq!(tmux.pane("#{alternate_on} #{cursor_flag}").await, "0 1", "the terminal restored");
+}
+
+/// `zk-lock watch` against the shared server, its stdout a pipe read line by line by a thread.
+struct Watching {
+    child: Child,
+    lines: mpsc::UnboundedReceiver<String>,
+}
+
+impl Watching {
+    fn start(args: &[&str]) -> Watching {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .env("ZK_LOCK_CONNECT", shared_server().connect_string())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("run zk-lock");
+        let stdout = child.stdout.take().unwrap();
+        let (send, lines) = mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Watching { child, lines }
+    }
+
+    async fn next_line(&mut self, what: &str) -> String {
+        match tokio::time::timeout(PATIENCE, self.lines.recv()).await {
+            Ok(Some(line)) => line,
+            Ok(None) => panic!("zk-lock watch closed stdout before {what}"),
+            Err(_) => panic!("no {what} within {PATIENCE:?}"),
+        }
+    }
+
+    /// The next block (lines up to a blank line) for which `condition` holds.
+    async fn block_where(&mut self, what: &str, condition: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let mut block = String::new();
+            loop {
+                let line = self.next_line(what).await;
+                if line.is_empty() {
+                    break;
+                }
+                block.push_str(&line);
+                block.push('\n');
+            }
+            assert!(block.lines().next().unwrap().ends_with(" UTC: refreshed on changes and every 200ms"), "{block}");
+            if condition(&block) {
+                return block;
+            }
+            assert!(Instant::now() < deadline, "no block with {what} within {PATIENCE:?}; the last:\n{block}");
+        }
+    }
+
+    /// Sends SIGINT, as Ctrl-C would, and waits for the exit.
+    async fn interrupt(mut self) -> ExitStatus {
+        let pid = self.child.id().to_string();
+        let kill = Command::new("kill").args(["-INT", &pid]).status().unwrap();
+        assert!(kill.success());
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "zk-lock watch still runs {PATIENCE:?} after SIGINT");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn watch_prints_blocks_to_a_pipe_as_the_durations_tick_and_exits_0_on_sigint() {
+    let path = format!("{ROOT}/watch-pipe");
+    let client = new_client().await;
+    let session = session_hex(&client);
+    let mut watch = Watching::start(&["watch", &path, "--interval", "200ms"]);
+    watch.block_where("missing path", |block| block.contains("does not exist (yet)")).await;
+
+    let guard = Mutex::with_client(&client, &path).lock().await.unwrap();
+    let first = watch.block_where("holder", |block| block.contains(&session)).await;
+    assert!(!first.contains("Ctrl-C"), "a pipe is no terminal: {first}");
+    // Nothing changes, and the interval's refreshes show it held longer.
+    let held = |block: &str| human_millis(row_of(block, &session)[6]);
+    let held_first = held(&first);
+    let later = watch.block_where("longer hold", |block| block.contains(&session) && held(block) > held_first).await;
+    assert_eq!(row_of(&later, &session)[..3], ["1", "holder", "mutex"], "{later}");
+
+    guard.release().await.unwrap();
+    watch.block_where("release", |block| !block.contains(&session)).await;
+    let status = watch.interrupt().await;
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
+#[tokio::test]
+async fn watch_json_prints_one_document_a_line() {
+    let path = format!("{ROOT}/watch-json");
+    let client = new_client().await;
+    let guard = Mutex::with_client(&client, &path).lock().await.unwrap();
+    let mut watch = Watching::start(&["watch", &path, "--interval", "200ms", "--json"]);
+    let mut times = Vec::new();
+    for _ in 0..2 {
+        let line = watch.next_line("JSON document").await;
+        let doc: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert_eq!((&doc["path"], &doc["holders"]), (&Value::from(path.clone()), &1.into()), "{doc}");
+        assert_eq!(participants(&doc)[0]["session_id"], session_hex(&client), "{doc}");
+        assert!(participants(&doc)[0]["session_expires_in_ms"].is_u64(), "{doc}");
+        times.push(millis(&doc["time_ms"]));
+    }
+    assert!(times[0] < times[1], "{times:?}");
+    assert_eq!(watch.interrupt().await.code(), Some(0));
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn watch_rejects_a_bad_interval_before_connecting() {
+    for (interval, reason) in [
+        ("0s", "0s is too often: at least 100ms"),
+        ("50ms", "50ms is too often"),
+        ("1", "time unit needed"),
+        ("soon", "; like 500ms, 1s or 1m"),
+    ] {
+        // Nobody listens on port 1: the error comes before any connection is tried.
+        let output = zk_lock(&["watch", "/a", "--interval", interval, "--connect", "127.0.0.1:1"]).await;
+        assert_eq!(code(&output), 2, "{interval}: {}", stderr(&output));
+        let expected = format!("invalid value '{interval}' for '--interval <DUR>': ");
+        assert!(stderr(&output).contains(&expected) && stderr(&output).contains(reason), "{}", stderr(&output));
+        assert!(output.stdout.is_empty());
+    }
 }

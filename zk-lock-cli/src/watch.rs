@@ -1,0 +1,172 @@
+//! `zk-lock watch <path>`: `inspect`'s report kept current until the process is interrupted.
+
+use std::future::Future;
+use std::io::{self, Write};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::json;
+use tokio::signal::unix::{signal, SignalKind};
+use zk_lock::Client;
+use zookeeper_client::{AddWatchMode, EventType, PersistentWatcher, WatchedEvent};
+
+use crate::calendar::utc;
+use crate::error::{self, CliError};
+use crate::inspect::{self, Snapshot};
+use crate::output::Report;
+use crate::session_expiry::Dumps;
+use crate::terminal::Screen;
+
+/// Runs `command` until it ends or the process gets SIGINT (Ctrl-C) or SIGTERM, which end it
+/// with `Ok(None)`: the way out of `watch`. The handlers are in place before `command` starts, so
+/// an interrupt while connecting ends it the same way.
+///
+/// # Errors
+///
+/// Those of `command`, and a failure to register the handlers.
+pub async fn until_interrupted<T>(
+    command: impl Future<Output = Result<Option<T>, CliError>>,
+) -> Result<Option<T>, CliError> {
+    let handlers = signal(SignalKind::interrupt()).and_then(|int| Ok((int, signal(SignalKind::terminate())?)));
+    let (mut interrupt, mut terminate) =
+        handlers.map_err(|e| CliError { code: error::ZOOKEEPER, message: format!("cannot handle Ctrl-C: {e}") })?;
+    tokio::select! {
+        result = command => result,
+        _ = interrupt.recv() => Ok(None),
+        _ = terminate.recv() => Ok(None),
+    }
+}
+
+/// Runs `watch`: shows the lock at `path` on every change under it and every `interval`, until
+/// cancelled (see [`until_interrupted`]), stdout is closed, or reading fails. `timeout` bounds
+/// each server's answer to `dump`.
+///
+/// # Errors
+///
+/// As `inspect`'s reads; the session ended; stdout cannot be written.
+pub async fn run(
+    client: &Client,
+    path: &str,
+    interval: Duration,
+    timeout: Duration,
+    json: bool,
+) -> Result<(), CliError> {
+    zk_lock::validate_lock_path(path).map_err(|e| CliError::from_lock(path, e))?;
+    // One watch for the lock's whole subtree (a semaphore's `leases` and `locks` too, and data
+    // such as `__REVOKE__`), set before the first read so that no change goes unseen.
+    let mut changes = client
+        .zookeeper()
+        .watch(path, AddWatchMode::PersistentRecursive)
+        .await
+        .map_err(|e| CliError::zookeeper(path, &e))?;
+    let mut dumps = Dumps::new(client, timeout);
+    let mut display = Display::new(json).map_err(|e| cannot_write(&e))?;
+    loop {
+        let snapshot = inspect::snapshot(client, path, &mut dumps).await?;
+        match display.show(path, &snapshot, interval) {
+            Ok(()) => {}
+            // `zk-lock watch /x | head` is done reading.
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(cannot_write(&e)),
+        }
+        let next = tokio::time::Instant::now() + interval;
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep_until(next) => break,
+                event = changes.changed() => {
+                    settle(&mut changes, event).await?;
+                    break;
+                }
+                () = display.resized() => display.redraw().map_err(|e| cannot_write(&e))?,
+            }
+        }
+    }
+}
+
+/// Takes `event` and every other event already queued (one refresh for a burst of changes);
+/// fails if the session has ended, after which the watcher must not be polled again.
+async fn settle(changes: &mut PersistentWatcher, mut event: WatchedEvent) -> Result<(), CliError> {
+    loop {
+        if event.event_type == EventType::Session && event.session_state.is_terminated() {
+            return Err(CliError::connect(format!(
+                "the zookeeper session ended ({:?}); run `zk-lock watch` again",
+                event.session_state
+            )));
+        }
+        tokio::select! {
+            biased;
+            next = changes.changed() => event = next,
+            () = std::future::ready(()) => return Ok(()),
+        }
+    }
+}
+
+fn cannot_write(e: &io::Error) -> CliError {
+    CliError { code: error::ZOOKEEPER, message: format!("cannot write to stdout: {e}") }
+}
+
+/// Where refreshes go: a terminal's screen, blocks of text, or lines of JSON.
+enum Display {
+    Screen(Screen),
+    Blocks,
+    Json,
+}
+
+impl Display {
+    /// JSON lines with `json`; otherwise the screen if stdout is a terminal, else blocks.
+    fn new(json: bool) -> io::Result<Self> {
+        if json {
+            return Ok(Self::Json);
+        }
+        Ok(Screen::enter()?.map_or(Self::Blocks, Self::Screen))
+    }
+
+    /// Shows one refresh.
+    fn show(&mut self, path: &str, snapshot: &Snapshot, interval: Duration) -> io::Result<()> {
+        let now = SystemTime::now();
+        let report = inspect::report(path, snapshot);
+        match self {
+            Self::Json => {
+                let mut document = report.json;
+                document["time_ms"] = json!(now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64));
+                write_all(&format!("{document}\n"))
+            }
+            Self::Blocks => write_all(&format!("{}\n", frame(path, &report, now, interval, ""))),
+            Self::Screen(screen) => screen.draw(&frame(path, &report, now, interval, "; Ctrl-C quits")),
+        }
+    }
+
+    /// Resolves when the screen needs drawing again; never for blocks and JSON.
+    async fn resized(&mut self) {
+        match self {
+            Self::Screen(screen) => screen.resized().await,
+            _ => std::future::pending().await,
+        }
+    }
+
+    fn redraw(&self) -> io::Result<()> {
+        match self {
+            Self::Screen(screen) => screen.redraw(),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// One refresh as text: a heading, `inspect`'s report, and why anything is missing.
+fn frame(path: &str, report: &Report, now: SystemTime, interval: Duration, hint: &str) -> String {
+    let interval = humantime::format_duration(interval);
+    let mut text = format!("{}: refreshed on changes and every {interval}{hint}\n", utc(now));
+    if report.not_found.is_some() {
+        text.push_str(&format!("{path}: does not exist (yet); shown when it does\n"));
+    }
+    text.push_str(&report.text);
+    if let Some(warning) = &report.warning {
+        text.push_str(&format!("{warning}\n"));
+    }
+    text
+}
+
+fn write_all(text: &str) -> io::Result<()> {
+    let mut stdout = io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.flush()
+}
