@@ -72,8 +72,15 @@ async fn run(args: &Args) -> Result<Option<Report>, CliError> {
             Command::Tree { path } => tree::run(&client, path).await.map(Some),
         }
     };
-    connect::bounded(&client, args.timeout, command).await
+    let outcome = connect::bounded(&client, args.timeout, command).await;
+    // Ends the command's session on the server now rather than after its timeout: it does
+    // not stay listed among the server's sessions. An unreachable server expires it anyway.
+    let _ = tokio::time::timeout(CLOSE_PATIENCE, client.close()).await;
+    outcome
 }
+
+/// How long the command waits for the server to confirm that its session ended.
+const CLOSE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Writes to stdout; a closed pipe (`zk-lock tree / | head`) is not worth a panic.
 fn print(text: &str) -> u8 {
