@@ -45,13 +45,20 @@
 //! # #[derive(Debug)] struct AppError;
 //! # impl From<zk_lock::Error> for AppError { fn from(_: zk_lock::Error) -> Self { AppError } }
 //! async fn reduce_stock(db: &Db, id: u64) -> Result<(), AppError> {
-//!     ::zk_lock::__private::inventory::submit! {
-//!         ::zk_lock::__private::Declaration::new("/product_<id>", ::zk_lock::Recipe::Mutex, ::core::file!(), ::core::line!())
-//!     }
+//!     let __zk_lock_sites = {
+//!         static SITES: [::zk_lock::__private::Declaration; 1] = [::zk_lock::__private::Declaration::new(
+//!             "/product_<id>", ::zk_lock::Recipe::Mutex, "reduce_stock", ::core::file!(), ::core::line!()
+//!         )];
+//!         ::zk_lock::__private::inventory::submit! { ::zk_lock::__private::Declared(&SITES) }
+//!         &SITES
+//!     };
 //!     let __zk_lock_path =
 //!         ::zk_lock::__private::Template::new().lit("/product_").value("id", &id).finish();
-//!     let __zk_lock_outcome =
-//!         match ::zk_lock::__private::Lock::new().timeout(5, 0).mutex(__zk_lock_path).await {
+//!     let __zk_lock_outcome = match ::zk_lock::__private::Lock::new(__zk_lock_sites)
+//!         .timeout(5, 0)
+//!         .mutex(__zk_lock_path)
+//!         .await
+//!     {
 //!             ::core::result::Result::Ok(__zk_lock_guard) => {
 //!                 let g = &__zk_lock_guard;
 //!                 let __zk_lock_body = async move {
@@ -83,9 +90,12 @@
 //!
 //! Step by step:
 //!
-//! 0. The template is registered at link time with its recipe and location, for
-//!    [`declared()`] and [`check_declared()`], which report the same template used by different
-//!    recipes and templates nested under each other (Curator Tech Note 7).
+//! 0. The template, with its recipe, the function's name and the attribute's location, is a
+//!    [`Declaration`] in a static (one per path), registered at link time for [`declared()`]
+//!    and [`check_declared()`], which report the same template used by different recipes and
+//!    templates nested under each other (Curator Tech Note 7). The acquisition gets the same
+//!    static as the lock's site: [`lock_order()`] names the template as the lock's class, and
+//!    the function and line that took it. The static is inside a block: the body cannot name it.
 //! 1. The path is rendered from the parameters with `Display` before anything else. A value that
 //!    would change the shape of the path (empty, `.`, `..`, containing `/` or control characters)
 //!    makes the call return [`Error::InvalidPath`]; it never selects another lock.
@@ -153,11 +163,14 @@
 // The layers, bottom up: each module uses only those above it in this list (docs/architecture.md,
 // checked by scripts/module-graph).
 //
-// Foundations: no I/O of their own, used by every layer.
+// Foundations: no I/O of their own, used by every layer; among them the annotated templates
+// collected at link time (`declared`) and the lock-order graph (`lock_order`).
 mod background;
+mod declared;
 mod error;
 mod holder;
 mod layout;
+mod lock_order;
 mod path;
 mod state_cell;
 mod trace;
@@ -175,11 +188,10 @@ mod client;
 mod registry;
 // The recipes and the loop that retries them across sessions.
 mod recipes;
-// What the attributes need: link-time declarations and the support module.
-mod declared;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+// What the attributes expand to.
 /// Support for the code the attributes generate. Not public API: no semver promises.
 #[doc(hidden)]
 #[path = "private.rs"]
@@ -190,6 +202,10 @@ pub use declared::{check_declared, declared, Conflict, Declaration};
 pub use error::{Error, LostReason, Result};
 pub use holder::HolderDescription;
 pub use layout::{ParticipantKind, Recipe};
+pub use lock_order::{
+    check_lock_order, lock_order, lock_order_checking, set_lock_order_checking, LockOrder, LockOrderCycle,
+    LockOrderCycles, LockOrderEdge, LOCK_ORDER_ENV,
+};
 pub use path::{validate_lock_path, validate_rendered_value, MAX_PATH_LEN};
 pub use recipes::multi_lock::*;
 pub use recipes::mutex::{Mutex, MutexGuard};

@@ -17,6 +17,7 @@ use crate::engine::{Grant, LeaseAttempt, LeaseLimit, LeaseSpec};
 use crate::error::{Error, Result};
 use crate::holds::HeldNode;
 use crate::layout::Recipe;
+use crate::lock_order;
 use crate::path::validate_lock_path;
 use crate::trace;
 
@@ -269,6 +270,7 @@ impl Semaphore {
                 CurrentLimit::Shared(count.subscribe())
             }
         };
+        lock_order::acquiring(self.target.ordered());
         let data = self.target.node_data();
         let spec = LeaseSpec { path, count: n as usize, data: &data, uncontended: &self.uncontended };
         trace::acquisition(recipe, path, async {
@@ -289,7 +291,7 @@ impl Semaphore {
                         local: None,
                         claim: lease.claim,
                     };
-                    HeldNode::new(client.holds(), recipe, key, path, lease)
+                    HeldNode::new(client.holds(), recipe, key, path, lease, lock_order::granted(self.target.ordered()))
                 })
                 .collect();
             Ok(holds)
