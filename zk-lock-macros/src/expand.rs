@@ -78,7 +78,7 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> TokenStream {
         _ => render_template(&args.paths[0]),
     };
 
-    let mut lock = quote!(::zk_lock::__private::Lock::new(#sites));
+    let mut lock = quote!(::zk_lock::__private::Lock::declared(#sites));
     if let Some(client) = &args.client {
         lock.extend(quote!(.client(#client)));
     }
@@ -251,7 +251,7 @@ mod tests {
             ":: zk_lock :: __private :: Template :: new () . lit (\"/product_\") . value (\"id\" , & id) . finish ()",
             "static SITES : [:: zk_lock :: __private :: Declaration ; 1] = [:: zk_lock :: __private :: Declaration :: new (\"/product_<id>\" , :: zk_lock :: Recipe :: Mutex , \"reduce_stock\" , :: core :: file ! () , :: core :: line ! ())] ;",
             ":: zk_lock :: __private :: inventory :: submit ! { :: zk_lock :: __private :: Declared (& SITES) } & SITES",
-            ":: zk_lock :: __private :: Lock :: new (__zk_lock_sites) . timeout (5 , 0) . mutex (__zk_lock_path) . await",
+            ":: zk_lock :: __private :: Lock :: declared (__zk_lock_sites) . timeout (5 , 0) . mutex (__zk_lock_path) . await",
             "let g = & __zk_lock_guard ;",
             ":: core :: option :: Option :: None :: < Result < () , AppError > >",
             ":: zk_lock :: __private :: abort_on_lost (& __zk_lock_guard , __zk_lock_body) . await",

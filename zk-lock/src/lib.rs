@@ -15,6 +15,8 @@
 //!   one client per name and opens a new session after an expiry.
 //! - Guards report loss ([`MutexGuard::lost`]) and carry a fencing token.
 //! - `zk_lock::testing` (feature `testing`) starts real ZooKeeper servers for tests.
+//! - Lock-order checking ([`lock_order()`], [`check_lock_order()`]; on in debug builds) reports
+//!   lock classes that tasks take in opposite orders, which can deadlock across processes.
 //! - Feature `tls` connects to ZooKeeper over TLS (`ClientBuilder::tls_ca_pem`); digest
 //!   credentials and ACLs ([`ClientBuilder::auth`], [`ClientBuilder::acl`]) need no feature.
 //!
@@ -54,7 +56,7 @@
 //!     };
 //!     let __zk_lock_path =
 //!         ::zk_lock::__private::Template::new().lit("/product_").value("id", &id).finish();
-//!     let __zk_lock_outcome = match ::zk_lock::__private::Lock::new(__zk_lock_sites)
+//!     let __zk_lock_outcome = match ::zk_lock::__private::Lock::declared(__zk_lock_sites)
 //!         .timeout(5, 0)
 //!         .mutex(__zk_lock_path)
 //!         .await
@@ -135,6 +137,7 @@
 //! | `lock revocation requested` | INFO | `recipe`, `path`, `node`, `held_ms` |
 //! | `found our node again after a lost create reply` | DEBUG | `parent`, `node` |
 //! | `our node was deleted while it waited: joining the queue again` | INFO | `node` |
+//! | `ignored an invalid ZK_LOCK_ORDER (it takes 1, true, on, 0, false or off)` | WARN | `value`, `checking` (the build's default, kept) |
 //!
 //! The first four happen inside the `zk_lock.acquire` span, so they carry its fields; the others
 //! happen wherever the guard is, and carry their own. A held lock ends with exactly one of
@@ -150,7 +153,7 @@
 //!
 //! | layer | concern |
 //! |---|---|
-//! | attribute support | what `#[zk_lock]` and friends expand to; the link-time [`declared`] templates |
+//! | attribute support | what `#[zk_lock]` and friends expand to |
 //! | recipes | [`Mutex`], [`RwLock`], [`Semaphore`], [`SemaphoreMutex`], [`MultiLock`], [`SharedCount`], [`participants`], [`revoke`]; how long to wait; the loop that retries an acquisition across sessions, written once |
 //! | registry | the process-wide default and named clients ([`connect`], [`default_client`], [`named_client`]) |
 //! | client | [`Client`] and [`ClientBuilder`]: the current session, its renewal, the settings |
@@ -158,7 +161,7 @@
 //! | engine | one attempt at a lock or at leases on one session: join, wait, clean up |
 //! | ZooKeeper operations | retries over broken connections, container parents, protected lookup, listing |
 //! | session | one ZooKeeper session: its health, the ledger of its nodes, its retirement |
-//! | foundations | Curator's layout ([`Recipe`], [`ParticipantKind`], who blocks whom), errors, paths, tracing |
+//! | foundations | Curator's layout ([`Recipe`], [`ParticipantKind`], who blocks whom), errors, paths, tracing; the link-time [`declared`] templates and the [`lock_order()`] graph |
 
 // The layers, bottom up: each module uses only those above it in this list (docs/architecture.md,
 // checked by scripts/module-graph).

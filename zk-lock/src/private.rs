@@ -130,8 +130,15 @@ pub struct Lock {
 impl Lock {
     /// The lock declared at `sites` (one per path), with the default client and timeout.
     #[must_use]
-    pub const fn new(sites: &'static [Declaration]) -> Self {
+    pub const fn declared(sites: &'static [Declaration]) -> Self {
         Self { sites, client: None, patience: Patience::Default }
+    }
+
+    /// A lock declared nowhere, as one taken through the API, with the default client and
+    /// timeout.
+    #[must_use]
+    pub const fn new() -> Self {
+        Self::declared(&[])
     }
 
     /// `client = "name"`.

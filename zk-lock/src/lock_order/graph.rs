@@ -11,8 +11,9 @@ const MAX_CYCLES: usize = 100;
 /// An edge of the lock-order graph: a task started to acquire a lock of class `taken` while it
 /// held one of class `held`.
 ///
-/// A class is the path template of an annotated function (`/product_<id>`), or the path of a
-/// lock taken through the API (`Mutex::new("/locks/orders")`).
+/// A class is the path template of an annotated function, its placeholders without their names
+/// (`/product_<_>`), or the path of a lock taken through the API (`Mutex::new("/locks/orders")`);
+/// see [`lock_order()`](crate::lock_order).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LockOrderEdge {
@@ -32,14 +33,7 @@ pub struct LockOrderEdge {
 
 impl fmt::Display for LockOrderEdge {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "`{}` taken {} while holding `{}` taken {}",
-            self.taken,
-            By(self.taken_by.as_ref()),
-            self.held,
-            By(self.held_by.as_ref())
-        )?;
+        write!(f, "`{}` -> `{}`: {}", self.held, self.taken, Made(self))?;
         if self.count > 1 {
             write!(f, " ({} times)", self.count)?;
         }
@@ -47,14 +41,31 @@ impl fmt::Display for LockOrderEdge {
     }
 }
 
-/// Who took a lock: `by `function` at file:line`, or through the API.
+/// Who made an edge first: "`g` at file:line took `b` while `f` at file:line held `a`".
+struct Made<'a>(&'a LockOrderEdge);
+
+impl fmt::Display for Made<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let edge = self.0;
+        write!(
+            f,
+            "{} took `{}` while {} held `{}`",
+            By(edge.taken_by.as_ref()),
+            edge.taken,
+            By(edge.held_by.as_ref()),
+            edge.held
+        )
+    }
+}
+
+/// An annotated function and its place, or a call through the API.
 struct By<'a>(Option<&'a Declaration>);
 
 impl fmt::Display for By<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.0 {
-            Some(site) => write!(f, "by `{}` at {}:{}", site.function, site.file, site.line),
-            None => f.write_str("through the API"),
+            Some(site) => write!(f, "`{}` at {}:{}", site.function, site.file, site.line),
+            None => f.write_str("a call through the API"),
         }
     }
 }
@@ -96,7 +107,7 @@ impl fmt::Display for LockOrder {
             if i > 0 {
                 f.write_str("\n")?;
             }
-            write!(f, "`{}` -> `{}`: {edge}", edge.held, edge.taken)?;
+            write!(f, "{edge}")?;
         }
         Ok(())
     }
@@ -123,14 +134,6 @@ impl LockOrderCycle {
 
 impl fmt::Display for LockOrderCycle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let [edge] = &self.edges[..] {
-            return write!(
-                f,
-                "`{}` -> `{}`: {edge}; two calls with the values swapped can deadlock: take such locks together \
-                 (`#[zk_multi_lock]` or `MultiLock`, which sort them)",
-                edge.held, edge.taken
-            );
-        }
         for class in self.classes() {
             write!(f, "`{class}` -> ")?;
         }
@@ -139,12 +142,19 @@ impl fmt::Display for LockOrderCycle {
             if i > 0 {
                 f.write_str("; ")?;
             }
-            write!(f, "{edge}")?;
+            write!(f, "{}", Made(edge))?;
         }
-        f.write_str(
-            "; tasks taking them in these orders at once can deadlock, in one process or across processes: \
-             take them in one order everywhere, or together (`#[zk_multi_lock]` or `MultiLock`)",
-        )
+        if self.edges.len() == 1 {
+            f.write_str(
+                "; two calls with the values swapped can deadlock: take such locks together \
+                 (`#[zk_multi_lock]` or `MultiLock`, which sort them)",
+            )
+        } else {
+            f.write_str(
+                "; tasks taking them in these orders at once can deadlock, in one process or across processes: \
+                 take them in one order everywhere, or together (`#[zk_multi_lock]` or `MultiLock`)",
+            )
+        }
     }
 }
 
@@ -284,17 +294,25 @@ mod tests {
         let graph = LockOrder::new(vec![edge("/b", "/a"), edge("/a", "/b")]);
         let found = LockOrderCycles::new(graph.cycles());
         let text = found.to_string();
-        assert!(text.starts_with("1 lock-order cycle:\n- `/a` -> `/b` -> `/a`: `/b` taken by `second` at src/app.rs:7 while holding `/a` taken by `first` at src/app.rs:7; `/a` taken by"), "{text}");
+        assert!(
+            text.starts_with(
+                "1 lock-order cycle:\n- `/a` -> `/b` -> `/a`: `second` at src/app.rs:7 took `/b` while `first` at \
+                 src/app.rs:7 held `/a`; `second` at src/app.rs:7 took `/a` while"
+            ),
+            "{text}"
+        );
         assert!(text.contains("take them in one order everywhere"), "{text}");
 
         let mut api = edge("/a", "/a");
         (api.held_by, api.taken_by, api.count) = (None, None, 3);
+        let api_edge = api.clone();
         let text = LockOrderCycles::new(LockOrder::new(vec![api]).cycles()).to_string();
         assert!(
-            text.contains("`/a` taken through the API while holding `/a` taken through the API (3 times)"),
+            text.contains("`/a` -> `/a`: a call through the API took `/a` while a call through the API held `/a`"),
             "{text}"
         );
         assert!(text.contains("two calls with the values swapped can deadlock"), "{text}");
         assert_eq!(LockOrder::default().to_string(), "no lock was taken while another was held");
+        assert!(LockOrder::new(vec![api_edge]).to_string().ends_with("held `/a` (3 times)"));
     }
 }

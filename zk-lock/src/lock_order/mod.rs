@@ -2,7 +2,8 @@
 //!
 //! While a tokio task holds a lock and starts to acquire another, the edge between the two
 //! lock *classes* is recorded: for a lock taken by an annotated function its class is the path
-//! template (`/product_<id>`), for one taken through the API its path. Two tasks, in one process
+//! template with the placeholders' names left out (`/account_<from>` and `/account_<to>` are
+//! `/account_<_>`), for one taken through the API its path. Two tasks, in one process
 //! or in two, that take the same classes in opposite orders can deadlock, even when no test ever
 //! runs them at once; a cycle in the graph shows that. A foundation: it uses `declared` (the
 //! site of an annotated lock) and `trace` only.
@@ -31,8 +32,9 @@ pub use switch::{lock_order_checking, set_lock_order_checking, LOCK_ORDER_ENV};
 /// acquire while holding which, with the annotated functions (file and line) that did it first.
 /// Empty while checking is off (see [`set_lock_order_checking`]).
 ///
-/// A class is the path template of an annotated function (`/product_<id>`), or the path of a
-/// lock taken through the API (`Mutex::new("/locks/orders")`): a constant path is one class, a
+/// A class is the path template of an annotated function, its placeholders without their names
+/// (`/account_<from>` and `/account_<to>` are both `/account_<_>`), or the path of a lock taken
+/// through the API (`Mutex::new("/locks/orders")`): a constant path is one class, a
 /// path made per value through the API (`format!("/product_{id}")`) one class per value, so
 /// the graph grows with the values and an inversion shows only for values that met. Give such
 /// locks an attribute, whose template is one class.

@@ -125,12 +125,12 @@ pub(crate) fn acquiring(lock: OrderedLock<'_>) {
     }
     let Some(task) = task::try_id() else { return };
     let together = TOGETHER.try_with(|id| *id).ok();
+    let taken = lock.class();
     let mut recorder = recorder();
     let Recorder { held, edges, .. } = &mut *recorder;
-    let Some(held) = held.get(&task) else { return };
-    let taken = lock.class();
-    let mut from: Vec<&HeldLock> = Vec::with_capacity(held.len());
-    for holding in held {
+    let Some(holding_now) = held.get(&task) else { return };
+    let mut from: Vec<&HeldLock> = Vec::with_capacity(holding_now.len());
+    for holding in holding_now {
         let same_acquisition = together.is_some() && holding.together == together;
         if !same_acquisition && !from.iter().any(|seen| seen.class == holding.class) {
             from.push(holding);
@@ -158,10 +158,11 @@ pub(crate) fn granted(lock: OrderedLock<'_>) -> Option<Held> {
     }
     let task = task::try_id()?;
     let together = TOGETHER.try_with(|id| *id).ok();
+    let class = lock.class();
     let mut recorder = recorder();
     let id = recorder.next_id;
     recorder.next_id += 1;
-    let held = HeldLock { id, class: lock.class(), site: lock.site, together };
+    let held = HeldLock { id, class, site: lock.site, together };
     recorder.held.entry(task).or_default().push(held);
     Some(Held { task, id })
 }

@@ -27,6 +27,7 @@ pub fn set_lock_order_checking(on: bool) {
 }
 
 /// Whether lock-order checking is on (see [`set_lock_order_checking`] and [`LOCK_ORDER_ENV`]).
+#[inline]
 pub fn lock_order_checking() -> bool {
     match CHECKING.load(Ordering::Relaxed) {
         ON => true,
