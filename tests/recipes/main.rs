@@ -17,7 +17,7 @@
 //!   [`bad_input`], [`close`] (`Client::close`), [`api`] (compile-time promises), [`requests_per_cycle`] (the server's
 //!   counters);
 //! - the attributes: [`macros`], [`macro_tracing`], [`declared`] (their compile errors are
-//!   `tests/ui.rs`);
+//!   `tests/ui.rs`), [`lock_order`] (lock-order checking, with the API too);
 //! - interop: [`curator_peer`] (the Java side alone), [`curator_interop`], [`curator_rwlock`],
 //!   [`curator_semaphore`], [`curator_revoke`]; kazoo in [`participants`];
 //! - failures: [`partition`] (proxies between a client and the server), [`ensemble`] (a
@@ -44,6 +44,7 @@ mod declared;
 mod ensemble;
 mod examples;
 mod fenced_writes;
+mod lock_order;
 mod macro_tracing;
 mod macros;
 mod multi_lock;

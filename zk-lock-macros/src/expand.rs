@@ -6,6 +6,7 @@
 
 use proc_macro2::{Literal, Span, TokenStream};
 use quote::{quote, quote_spanned, ToTokens};
+use syn::ext::IdentExt;
 use syn::visit_mut::VisitMut;
 use syn::{AttrStyle, Ident, ItemFn, ReturnType, TraitItemFn, Type};
 
@@ -67,6 +68,7 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> TokenStream {
     let outcome = local("__zk_lock_outcome");
     let ret = local("__zk_lock_ret");
     let error = local("__zk_lock_error");
+    let sites = local("__zk_lock_sites");
 
     let render = match args.attribute {
         Attribute::Multi => {
@@ -76,7 +78,7 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> TokenStream {
         _ => render_template(&args.paths[0]),
     };
 
-    let mut lock = quote!(::zk_lock::__private::Lock::new());
+    let mut lock = quote!(::zk_lock::__private::Lock::declared(#sites));
     if let Some(client) = &args.client {
         lock.extend(quote!(.client(#client)));
     }
@@ -115,13 +117,13 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> TokenStream {
     let error_at_return = Ident::new("__zk_lock_error", Span::mixed_site().located_at(at_return));
     let lock_error = quote_spanned!(at_return=> ::zk_lock::__private::lock_error(#error_at_return));
 
-    let declare = declarations(args);
+    let declare = declarations(args, &sig.ident);
 
     quote! {
         #(#outer)*
         #vis #sig {
             #(#inner)*
-            #declare
+            let #sites = #declare;
             let #path = #render;
             let #outcome = match #lock.#acquire.await {
                 ::core::result::Result::Ok(#guard) => {
@@ -147,9 +149,10 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> TokenStream {
     }
 }
 
-/// Registers the templates at link time for `zk_lock::declared()`. Items inside the body work for
-/// free functions and methods alike.
-fn declarations(args: &Args) -> TokenStream {
+/// The function's declarations, one per path, in a static: registered at link time for
+/// `zk_lock::declared()`, and passed to the acquisition as the lock's site (for lock-order
+/// checking). Inside a block, the static is out of the body's reach.
+fn declarations(args: &Args, function: &Ident) -> TokenStream {
     let recipe = match args.attribute {
         Attribute::Mutex | Attribute::Multi => quote!(Mutex),
         Attribute::Read => quote!(Read),
@@ -157,15 +160,21 @@ fn declarations(args: &Args) -> TokenStream {
         Attribute::Semaphore if args.is_semaphore_mutex() => quote!(SemaphoreMutex),
         Attribute::Semaphore => quote!(Semaphore),
     };
+    let function = function.unraw().to_string();
     let each = args.paths.iter().map(|path| {
         let template = &path.literal;
         quote! {
-            ::zk_lock::__private::inventory::submit! {
-                ::zk_lock::__private::Declaration::new(#template, ::zk_lock::Recipe::#recipe, ::core::file!(), ::core::line!())
-            }
+            ::zk_lock::__private::Declaration::new(#template, ::zk_lock::Recipe::#recipe, #function, ::core::file!(), ::core::line!())
         }
     });
-    quote!(#(#each)*)
+    let count = Literal::usize_unsuffixed(args.paths.len());
+    quote! {
+        {
+            static SITES: [::zk_lock::__private::Declaration; #count] = [#(#each),*];
+            ::zk_lock::__private::inventory::submit! { ::zk_lock::__private::Declared(&SITES) }
+            &SITES
+        }
+    }
 }
 
 /// `Template::new().lit("/product_").value("id", &id).finish()`, located at the path literal:
@@ -240,7 +249,9 @@ mod tests {
         for expected in [
             "async fn reduce_stock (db : & Db , id : u64) -> Result < () , AppError >",
             ":: zk_lock :: __private :: Template :: new () . lit (\"/product_\") . value (\"id\" , & id) . finish ()",
-            ":: zk_lock :: __private :: Lock :: new () . timeout (5 , 0) . mutex (__zk_lock_path) . await",
+            "static SITES : [:: zk_lock :: __private :: Declaration ; 1] = [:: zk_lock :: __private :: Declaration :: new (\"/product_<id>\" , :: zk_lock :: Recipe :: Mutex , \"reduce_stock\" , :: core :: file ! () , :: core :: line ! ())] ;",
+            ":: zk_lock :: __private :: inventory :: submit ! { :: zk_lock :: __private :: Declared (& SITES) } & SITES",
+            ":: zk_lock :: __private :: Lock :: declared (__zk_lock_sites) . timeout (5 , 0) . mutex (__zk_lock_path) . await",
             "let g = & __zk_lock_guard ;",
             ":: core :: option :: Option :: None :: < Result < () , AppError > >",
             ":: zk_lock :: __private :: abort_on_lost (& __zk_lock_guard , __zk_lock_body) . await",
@@ -259,9 +270,9 @@ mod tests {
             r#"path = "/a", client = "c", on_lost = "ignore""#,
             "async fn f() -> Result<impl Display, E> { #![allow(unused)] Ok(1) }",
         );
-        assert!(out.contains("-> Result < impl Display , E > { # ! [allow (unused)] :: zk_lock"), "{out}");
+        assert!(out.contains("-> Result < impl Display , E > { # ! [allow (unused)] let __zk_lock_sites"), "{out}");
         assert!(
-            out.contains(":: Declaration :: new (\"/a\" , :: zk_lock :: Recipe :: Read , :: core :: file ! () , :: core :: line ! ())"),
+            out.contains(":: Declaration :: new (\"/a\" , :: zk_lock :: Recipe :: Read , \"f\" , :: core :: file ! () , :: core :: line ! ())"),
             "{out}"
         );
         assert!(out.contains("None :: < Result < _ , E > >"), "{out}");
@@ -277,6 +288,11 @@ mod tests {
             "async fn f(&self, pair: (u8, u8)) -> Result<(), E> { Ok(()) }",
         );
         assert!(out.contains(":: zk_lock :: __private :: paths (["), "{out}");
+        assert!(out.contains("static SITES : [:: zk_lock :: __private :: Declaration ; 2]"), "{out}");
+        assert!(
+            out.contains("Recipe :: Mutex , \"f\" , :: core :: file ! () , :: core :: line ! ()) , :: zk_lock"),
+            "{out}"
+        );
         assert!(out.contains(". value (\"self.shard\" , & self . shard)"), "{out}");
         assert!(out.contains(". value (\"pair.0\" , & pair . 0)"), "{out}");
         assert!(out.contains(". multi (__zk_lock_path)"), "{out}");

@@ -1,5 +1,9 @@
 //! The lock templates of every annotated function in the program, collected at link time, and
 //! the conflicts between them that no single function can see.
+//!
+//! A foundation: it uses `layout` only. Each annotated function has one static list of its
+//! declarations; the link-time registry points at it, and the function's acquisition carries
+//! the same declaration as the lock's site, which lock-order checking reports.
 
 use std::fmt;
 
@@ -12,6 +16,8 @@ pub struct Declaration {
     pub template: &'static str,
     /// The recipe.
     pub recipe: Recipe,
+    /// The annotated function's name (without its module or type).
+    pub function: &'static str,
     /// The source file of the attribute.
     pub file: &'static str,
     /// The line of the attribute.
@@ -20,22 +26,33 @@ pub struct Declaration {
 
 impl Declaration {
     #[doc(hidden)]
-    pub const fn new(template: &'static str, recipe: Recipe, file: &'static str, line: u32) -> Self {
-        Self { template, recipe, file, line }
+    pub const fn new(
+        template: &'static str,
+        recipe: Recipe,
+        function: &'static str,
+        file: &'static str,
+        line: u32,
+    ) -> Self {
+        Self { template, recipe, function, file, line }
     }
 }
 
 impl fmt::Display for Declaration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} `{}` at {}:{}", self.recipe, self.template, self.file, self.line)
+        write!(f, "{} `{}` in `{}` at {}:{}", self.recipe, self.template, self.function, self.file, self.line)
     }
 }
 
-inventory::collect!(Declaration);
+/// The declarations of one annotated function (one per path), as its expansion registers them.
+#[doc(hidden)]
+pub struct Declared(pub &'static [Declaration]);
+
+inventory::collect!(Declared);
 
 /// Every lock template of the annotated functions linked into this program, sorted by template.
 pub fn declared() -> Vec<Declaration> {
-    let mut all: Vec<Declaration> = inventory::iter::<Declaration>.into_iter().copied().collect();
+    let mut all: Vec<Declaration> =
+        inventory::iter::<Declared>.into_iter().flat_map(|declared| declared.0).copied().collect();
     all.sort_by(|a, b| (a.template, a.file, a.line).cmp(&(b.template, b.file, b.line)));
     all.dedup();
     all
@@ -123,7 +140,7 @@ mod tests {
     use super::*;
 
     fn at(template: &'static str, recipe: Recipe) -> Declaration {
-        Declaration::new(template, recipe, "src/lib.rs", 1)
+        Declaration::new(template, recipe, "f", "src/lib.rs", 1)
     }
 
     #[test]

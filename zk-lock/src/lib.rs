@@ -15,6 +15,8 @@
 //!   one client per name and opens a new session after an expiry.
 //! - Guards report loss ([`MutexGuard::lost`]) and carry a fencing token.
 //! - `zk_lock::testing` (feature `testing`) starts real ZooKeeper servers for tests.
+//! - Lock-order checking ([`lock_order()`], [`check_lock_order()`]; on in debug builds) reports
+//!   lock classes that tasks take in opposite orders, which can deadlock across processes.
 //! - Feature `tls` connects to ZooKeeper over TLS (`ClientBuilder::tls_ca_pem`); digest
 //!   credentials and ACLs ([`ClientBuilder::auth`], [`ClientBuilder::acl`]) need no feature.
 //!
@@ -45,13 +47,20 @@
 //! # #[derive(Debug)] struct AppError;
 //! # impl From<zk_lock::Error> for AppError { fn from(_: zk_lock::Error) -> Self { AppError } }
 //! async fn reduce_stock(db: &Db, id: u64) -> Result<(), AppError> {
-//!     ::zk_lock::__private::inventory::submit! {
-//!         ::zk_lock::__private::Declaration::new("/product_<id>", ::zk_lock::Recipe::Mutex, ::core::file!(), ::core::line!())
-//!     }
+//!     let __zk_lock_sites = {
+//!         static SITES: [::zk_lock::__private::Declaration; 1] = [::zk_lock::__private::Declaration::new(
+//!             "/product_<id>", ::zk_lock::Recipe::Mutex, "reduce_stock", ::core::file!(), ::core::line!()
+//!         )];
+//!         ::zk_lock::__private::inventory::submit! { ::zk_lock::__private::Declared(&SITES) }
+//!         &SITES
+//!     };
 //!     let __zk_lock_path =
 //!         ::zk_lock::__private::Template::new().lit("/product_").value("id", &id).finish();
-//!     let __zk_lock_outcome =
-//!         match ::zk_lock::__private::Lock::new().timeout(5, 0).mutex(__zk_lock_path).await {
+//!     let __zk_lock_outcome = match ::zk_lock::__private::Lock::declared(__zk_lock_sites)
+//!         .timeout(5, 0)
+//!         .mutex(__zk_lock_path)
+//!         .await
+//!     {
 //!             ::core::result::Result::Ok(__zk_lock_guard) => {
 //!                 let g = &__zk_lock_guard;
 //!                 let __zk_lock_body = async move {
@@ -83,9 +92,12 @@
 //!
 //! Step by step:
 //!
-//! 0. The template is registered at link time with its recipe and location, for
-//!    [`declared()`] and [`check_declared()`], which report the same template used by different
-//!    recipes and templates nested under each other (Curator Tech Note 7).
+//! 0. The template, with its recipe, the function's name and the attribute's location, is a
+//!    [`Declaration`] in a static (one per path), registered at link time for [`declared()`]
+//!    and [`check_declared()`], which report the same template used by different recipes and
+//!    templates nested under each other (Curator Tech Note 7). The acquisition gets the same
+//!    static as the lock's site: [`lock_order()`] names the template as the lock's class, and
+//!    the function and line that took it. The static is inside a block: the body cannot name it.
 //! 1. The path is rendered from the parameters with `Display` before anything else. A value that
 //!    would change the shape of the path (empty, `.`, `..`, containing `/` or control characters)
 //!    makes the call return [`Error::InvalidPath`]; it never selects another lock.
@@ -125,6 +137,7 @@
 //! | `lock revocation requested` | INFO | `recipe`, `path`, `node`, `held_ms` |
 //! | `found our node again after a lost create reply` | DEBUG | `parent`, `node` |
 //! | `our node was deleted while it waited: joining the queue again` | INFO | `node` |
+//! | `ignored an invalid ZK_LOCK_ORDER (it takes 1, true, on, 0, false or off)` | WARN | `value`, `checking` (the build's default, kept) |
 //!
 //! The first four happen inside the `zk_lock.acquire` span, so they carry its fields; the others
 //! happen wherever the guard is, and carry their own. A held lock ends with exactly one of
@@ -140,7 +153,7 @@
 //!
 //! | layer | concern |
 //! |---|---|
-//! | attribute support | what `#[zk_lock]` and friends expand to; the link-time [`declared`] templates |
+//! | attribute support | what `#[zk_lock]` and friends expand to |
 //! | recipes | [`Mutex`], [`RwLock`], [`Semaphore`], [`SemaphoreMutex`], [`MultiLock`], [`SharedCount`], [`participants`], [`revoke`]; how long to wait; the loop that retries an acquisition across sessions, written once |
 //! | registry | the process-wide default and named clients ([`connect`], [`default_client`], [`named_client`]) |
 //! | client | [`Client`] and [`ClientBuilder`]: the current session, its renewal, the settings |
@@ -148,16 +161,19 @@
 //! | engine | one attempt at a lock or at leases on one session: join, wait, clean up |
 //! | ZooKeeper operations | retries over broken connections, container parents, protected lookup, listing |
 //! | session | one ZooKeeper session: its health, the ledger of its nodes, its retirement |
-//! | foundations | Curator's layout ([`Recipe`], [`ParticipantKind`], who blocks whom), errors, paths, tracing |
+//! | foundations | Curator's layout ([`Recipe`], [`ParticipantKind`], who blocks whom), errors, paths, tracing; the link-time [`declared`] templates and the [`lock_order()`] graph |
 
 // The layers, bottom up: each module uses only those above it in this list (docs/architecture.md,
 // checked by scripts/module-graph).
 //
-// Foundations: no I/O of their own, used by every layer.
+// Foundations: no I/O of their own, used by every layer; among them the annotated templates
+// collected at link time (`declared`) and the lock-order graph (`lock_order`).
 mod background;
+mod declared;
 mod error;
 mod holder;
 mod layout;
+mod lock_order;
 pub mod metrics;
 mod path;
 mod state_cell;
@@ -176,11 +192,10 @@ mod client;
 mod registry;
 // The recipes and the loop that retries them across sessions.
 mod recipes;
-// What the attributes need: link-time declarations and the support module.
-mod declared;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+// What the attributes expand to.
 /// Support for the code the attributes generate. Not public API: no semver promises.
 #[doc(hidden)]
 #[path = "private.rs"]
@@ -191,6 +206,10 @@ pub use declared::{check_declared, declared, Conflict, Declaration};
 pub use error::{Error, LostReason, Result};
 pub use holder::HolderDescription;
 pub use layout::{ParticipantKind, Recipe};
+pub use lock_order::{
+    check_lock_order, lock_order, lock_order_checking, set_lock_order_checking, LockOrder, LockOrderCycle,
+    LockOrderCycles, LockOrderEdge, LOCK_ORDER_ENV,
+};
 pub use path::{validate_lock_path, validate_rendered_value, MAX_PATH_LEN};
 pub use recipes::multi_lock::*;
 pub use recipes::mutex::{Mutex, MutexGuard};

@@ -17,7 +17,7 @@ use std::time::Duration;
 pub use inventory;
 
 use crate::client::Client;
-pub use crate::declared::Declaration;
+pub use crate::declared::{Declaration, Declared};
 use crate::error::{Error, Result};
 use crate::path::validate_rendered_value;
 use crate::recipes::multi_lock::{MultiGuard, MultiLock, MultiMember};
@@ -115,20 +115,30 @@ pub fn paths<const N: usize>(paths: [Result<String>; N]) -> Result<Vec<String>> 
     paths.into_iter().collect()
 }
 
-/// How an annotated function takes its lock: which client, how patiently. Every attribute
-/// goes the same way: the rendered path and the named (or default) client make the recipe's
-/// target, and the recipe acquires it with the attribute's patience.
+/// How an annotated function takes its lock: where it is declared, which client, how
+/// patiently. Every attribute goes the same way: the rendered path, its declaration and the
+/// named (or default) client make the recipe's target, and the recipe acquires it with the
+/// attribute's patience.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Lock {
+    /// The function's declarations, one per path: the sites lock-order checking reports.
+    sites: &'static [Declaration],
     client: Option<&'static str>,
     patience: Patience,
 }
 
 impl Lock {
-    /// The default client and timeout.
+    /// The lock declared at `sites` (one per path), with the default client and timeout.
+    #[must_use]
+    pub const fn declared(sites: &'static [Declaration]) -> Self {
+        Self { sites, client: None, patience: Patience::Default }
+    }
+
+    /// A lock declared nowhere, as one taken through the API, with the default client and
+    /// timeout.
     #[must_use]
     pub const fn new() -> Self {
-        Self { client: None, patience: Patience::Default }
+        Self::declared(&[])
     }
 
     /// `client = "name"`.
@@ -153,7 +163,7 @@ impl Lock {
 
     fn target(self, path: Result<String>) -> Result<LockTarget> {
         let (client, path) = self.client_for(path)?;
-        Ok(LockTarget::new(client.as_ref(), path))
+        Ok(LockTarget::new(client.as_ref(), path).declared_at(self.sites.first()))
     }
 
     /// `#[zk_lock]`.
@@ -209,7 +219,10 @@ impl Lock {
     /// The first rendering error, or as [`MultiLock::lock`].
     pub async fn multi(self, paths: Result<Vec<String>>) -> Result<MultiGuard> {
         let (client, paths) = self.client_for(paths)?;
-        let targets = paths.into_iter().map(|path| Mutex::on(LockTarget::new(client.as_ref(), path)));
+        let targets = paths
+            .into_iter()
+            .enumerate()
+            .map(|(i, path)| Mutex::on(LockTarget::new(client.as_ref(), path).declared_at(self.sites.get(i))));
         MultiLock::from_members(targets.map(MultiMember::from)).acquire(self.patience).await
     }
 }

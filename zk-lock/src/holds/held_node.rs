@@ -13,6 +13,7 @@ use crate::background;
 use crate::engine::{Claim, Grant, LocalHandoff};
 use crate::error::{Error, LostReason, Result};
 use crate::layout::Recipe;
+use crate::lock_order;
 use crate::session::{HeldStatus, Session};
 use crate::trace;
 use crate::zk::delete_with_retry;
@@ -41,11 +42,13 @@ pub(crate) struct HeldNode {
     local: Option<Arc<LocalHandoff>>,
     /// Our responsibility for the node until ZooKeeper confirms it is gone.
     claim: Option<Claim>,
+    /// Its place among the locks its task holds, for lock-order checking, until released.
+    order: Option<lock_order::Held>,
 }
 
 impl HeldNode {
     /// A lock of `recipe` at `path` (whose template, for the metrics, is `template`) granted in
-    /// `granted`, entered in `table` under `key`.
+    /// `granted`, entered in `table` under `key`; `order` places it among its task's locks.
     pub(crate) fn new(
         table: &Arc<HoldTable>,
         recipe: Recipe,
@@ -53,6 +56,7 @@ impl HeldNode {
         path: &str,
         template: &'static str,
         granted: Grant,
+        order: Option<lock_order::Held>,
     ) -> Arc<Self> {
         trace::granted(&granted.node_path, granted.token);
         let node_path = granted.node_path;
@@ -72,6 +76,7 @@ impl HeldNode {
             status,
             local: granted.local,
             claim: granted.claim,
+            order,
         });
         table.insert(hold.key.clone(), &hold);
         hold
@@ -197,6 +202,7 @@ impl HeldNode {
         }
         self.session.let_go(&self.status);
         self.table.remove(&self.key, self);
+        self.order = None;
         let delete = delete_with_retry(&self.session.zk, self.node_path.clone());
         let (claim, local) = (self.claim.take(), self.local.clone());
         Some(async move {

@@ -12,6 +12,7 @@ use super::rwlock::RwLock;
 use crate::client::Client;
 use crate::error::{Error, LostReason, Result};
 use crate::holds::HeldNode;
+use crate::lock_order;
 
 /// One lock of a [`MultiLock`].
 #[derive(Clone, Debug)]
@@ -145,6 +146,11 @@ impl MultiLock {
 
     /// Takes every lock, a timeout counting for all of them together.
     pub(crate) async fn acquire(&self, patience: Patience) -> Result<MultiGuard> {
+        // Sorted, the members cannot deadlock each other: no lock-order edges among them.
+        lock_order::together(self.acquire_members(patience)).await
+    }
+
+    async fn acquire_members(&self, patience: Patience) -> Result<MultiGuard> {
         let started = Instant::now();
         let patience_left = patience.shared_by_steps();
         // Dropping the guard on an early return releases what was taken, in reverse order.

@@ -13,6 +13,7 @@ use crate::engine::{Claim, Grant};
 use crate::error::{Error, Result};
 use crate::holds::HeldNode;
 use crate::layout::{downgraded_read_name, new_protected_prefix, Recipe};
+use crate::lock_order;
 use crate::path::ChildPath;
 use crate::trace;
 use crate::zk::Reconnects;
@@ -210,8 +211,10 @@ impl RwLock {
             create_downgrade_node(&session.zk, &node_path, &self.target.node_data(), client.node_acls()).await?;
         let granted =
             Grant { session, node_path: node_path.into(), token, losses_seen, local: None, claim: Some(claim) };
+        let order = lock_order::granted(self.target.ordered());
         let (path, template) = (&self.target.path, self.target.template());
-        Ok(HeldNode::new(client.holds(), Recipe::Read, self.target.key(Recipe::Read), path, template, granted))
+        let key = self.target.key(Recipe::Read);
+        Ok(HeldNode::new(client.holds(), Recipe::Read, key, path, template, granted, order))
     }
 }
 

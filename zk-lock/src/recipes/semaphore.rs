@@ -17,6 +17,7 @@ use crate::engine::{Grant, LeaseAttempt, LeaseLimit, LeaseSpec};
 use crate::error::{Error, Result};
 use crate::holds::HeldNode;
 use crate::layout::Recipe;
+use crate::lock_order;
 use crate::path::validate_lock_path;
 use crate::trace;
 
@@ -269,6 +270,7 @@ impl Semaphore {
                 CurrentLimit::Shared(count.subscribe())
             }
         };
+        lock_order::acquiring(self.target.ordered());
         let data = self.target.node_data();
         let spec = LeaseSpec { path, count: n as usize, data: &data, uncontended: &self.uncontended };
         let template = self.target.template();
@@ -290,7 +292,8 @@ impl Semaphore {
                         local: None,
                         claim: lease.claim,
                     };
-                    HeldNode::new(client.holds(), recipe, key, path, template, lease)
+                    let order = lock_order::granted(self.target.ordered());
+                    HeldNode::new(client.holds(), recipe, key, path, template, lease, order)
                 })
                 .collect();
             Ok(holds)

@@ -1,16 +1,19 @@
 //! What every queue-based recipe holds: a client (or the default one), a lock path and node
-//! data, and the re-entrant acquisition they share.
+//! data, and the re-entrant acquisition they share; for an annotated function, the declaration
+//! of its lock (the site lock-order checking reports).
 
 use std::sync::Arc;
 
 use super::acquire_loop;
 use super::patience::Patience;
 use crate::client::Client;
+use crate::declared::Declaration;
 use crate::engine::{LockAttempt, LockSpec};
 use crate::error::Result;
 use crate::holder::describe_current_holder;
 use crate::holds::HeldNode;
 use crate::layout::Recipe;
+use crate::lock_order::{self, OrderedLock};
 use crate::path::validate_lock_path;
 use crate::registry;
 use crate::trace;
@@ -21,11 +24,24 @@ pub(crate) struct LockTarget {
     client: Option<Client>,
     pub path: String,
     data: Option<Vec<u8>>,
+    /// The annotated function's declaration of this lock; `None` through the API.
+    site: Option<&'static Declaration>,
 }
 
 impl LockTarget {
     pub(crate) fn new(client: Option<&Client>, path: String) -> Self {
-        Self { client: client.cloned(), path, data: None }
+        Self { client: client.cloned(), path, data: None, site: None }
+    }
+
+    /// The lock of the annotated function declared at `site`.
+    pub(crate) fn declared_at(mut self, site: Option<&'static Declaration>) -> Self {
+        self.site = site;
+        self
+    }
+
+    /// This lock as lock-order checking sees it.
+    pub(crate) fn ordered(&self) -> OrderedLock<'_> {
+        OrderedLock { path: &self.path, site: self.site }
     }
 
     pub(crate) fn set_data(&mut self, data: Vec<u8>) {
@@ -45,7 +61,7 @@ impl LockTarget {
     /// The label of this lock's path in the metrics: the template of the annotated function that
     /// takes it, or [`UNANNOTATED`](crate::metrics::UNANNOTATED) through the API.
     pub(crate) fn template(&self) -> &'static str {
-        crate::metrics::UNANNOTATED
+        self.site.map_or(crate::metrics::UNANNOTATED, |site| site.template)
     }
 
     /// The key of this lock in the client's table of holds, for `recipe`.
@@ -60,6 +76,7 @@ impl LockTarget {
         if let Some(held) = HeldNode::held_by_current_task(client.holds(), &key) {
             return held.reenter();
         }
+        lock_order::acquiring(self.ordered());
         let data = self.node_data();
         let spec = LockSpec { path: &self.path, queue: recipe.queue(), data: &data };
         let template = self.template();
@@ -68,7 +85,8 @@ impl LockTarget {
             let start = |session, may_wait| LockAttempt::new(session, &spec, acls, may_wait);
             // Boxed: the span around it would otherwise hold the loop's future a second time.
             let grant = Box::pin(acquire_loop::acquire(client, &self.path, patience, start)).await?;
-            Ok(HeldNode::new(client.holds(), recipe, key, &self.path, template, grant))
+            let order = lock_order::granted(self.ordered());
+            Ok(HeldNode::new(client.holds(), recipe, key, &self.path, template, grant, order))
         })
         .await
     }

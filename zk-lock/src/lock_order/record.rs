@@ -1,0 +1,280 @@
+//! What lock-order checking records: the locks each tokio task holds, and the edges from the
+//! classes it holds to the class of each lock it starts to acquire. One process-wide table
+//! behind a mutex, touched only while checking is on.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
+
+use tokio::task;
+
+use super::graph::{LockOrder, LockOrderEdge};
+use super::switch::lock_order_checking;
+use crate::declared::Declaration;
+
+/// A lock as lock-order checking sees it: a path, and the annotated function that takes it.
+#[derive(Clone, Copy)]
+pub(crate) struct OrderedLock<'a> {
+    pub path: &'a str,
+    /// `None` for a lock taken through the API.
+    pub site: Option<&'static Declaration>,
+}
+
+impl OrderedLock<'_> {
+    /// The lock's class: the template of its annotated function without the placeholders'
+    /// names (`/account_<from>` and `/account_<to>` are one class, `/account_<_>`), or the path
+    /// of a lock taken through the API.
+    fn class(&self) -> Cow<'static, str> {
+        match self.site {
+            Some(site) => template_class(site.template),
+            None => Cow::Owned(self.path.to_owned()),
+        }
+    }
+}
+
+/// `template` with every `<placeholder>` written `<_>`.
+fn template_class(template: &'static str) -> Cow<'static, str> {
+    if !template.contains('<') {
+        return Cow::Borrowed(template);
+    }
+    let mut class = String::with_capacity(template.len());
+    let mut in_placeholder = false;
+    for c in template.chars() {
+        match c {
+            '<' => {
+                in_placeholder = true;
+                class.push_str("<_>");
+            }
+            '>' if in_placeholder => in_placeholder = false,
+            _ if in_placeholder => {}
+            c => class.push(c),
+        }
+    }
+    Cow::Owned(class)
+}
+
+/// A granted lock in its task's set of held locks; dropped (by whichever task releases the
+/// lock), it leaves that set.
+pub(crate) struct Held {
+    task: task::Id,
+    id: u64,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut recorder = recorder();
+        if let Some(held) = recorder.held.get_mut(&self.task) {
+            held.retain(|lock| lock.id != self.id);
+            if held.is_empty() {
+                recorder.held.remove(&self.task);
+            }
+        }
+    }
+}
+
+struct HeldLock {
+    id: u64,
+    class: Cow<'static, str>,
+    site: Option<&'static Declaration>,
+    /// The multi-lock acquisition that took it, if one did.
+    together: Option<u64>,
+}
+
+/// What the first acquisition that made an edge says, and how many made it.
+struct EdgeSeen {
+    count: u64,
+    held_by: Option<&'static Declaration>,
+    taken_by: Option<&'static Declaration>,
+}
+
+#[derive(Default)]
+struct Recorder {
+    /// The locks each task holds (no entry for a task that holds none).
+    held: HashMap<task::Id, Vec<HeldLock>>,
+    /// held class -> taken class -> the edge: memory grows with the edges between classes only.
+    edges: HashMap<Arc<str>, HashMap<Arc<str>, EdgeSeen>>,
+    next_id: u64,
+}
+
+static RECORDER: LazyLock<Mutex<Recorder>> = LazyLock::new(Mutex::default);
+
+fn recorder() -> MutexGuard<'static, Recorder> {
+    RECORDER.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+tokio::task_local! {
+    /// The multi-lock acquisition the task is in: its members are taken in an order of their own
+    /// (sorted paths) that cannot deadlock, so they make no edges among themselves.
+    static TOGETHER: u64;
+}
+
+/// Runs `acquire`, the acquisition of a multi-lock's members, as one: the members make edges
+/// from the locks held before, not among themselves.
+pub(crate) async fn together<F: Future>(acquire: F) -> F::Output {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    TOGETHER.scope(NEXT.fetch_add(1, Ordering::Relaxed), acquire).await
+}
+
+/// The current task starts to acquire `lock` (a re-entry is no acquisition): records an edge
+/// from each class the task holds to `lock`'s class. Outside a task, nothing is recorded.
+pub(crate) fn acquiring(lock: OrderedLock<'_>) {
+    if !lock_order_checking() {
+        return;
+    }
+    let Some(task) = task::try_id() else { return };
+    let together = TOGETHER.try_with(|id| *id).ok();
+    let taken = lock.class();
+    let mut recorder = recorder();
+    let Recorder { held, edges, .. } = &mut *recorder;
+    let Some(holding_now) = held.get(&task) else { return };
+    let mut from: Vec<&HeldLock> = Vec::with_capacity(holding_now.len());
+    for holding in holding_now {
+        let same_acquisition = together.is_some() && holding.together == together;
+        if !same_acquisition && !from.iter().any(|seen| seen.class == holding.class) {
+            from.push(holding);
+        }
+    }
+    for holding in from {
+        if !edges.contains_key(&*holding.class) {
+            edges.insert(Arc::from(&*holding.class), HashMap::new());
+        }
+        let to = edges.get_mut(&*holding.class).expect("inserted above");
+        match to.get_mut(&*taken) {
+            Some(edge) => edge.count += 1,
+            None => {
+                to.insert(Arc::from(&*taken), EdgeSeen { count: 1, held_by: holding.site, taken_by: lock.site });
+            }
+        }
+    }
+}
+
+/// The current task was granted `lock`: it holds it until the returned [`Held`] is dropped.
+/// `None` when checking is off or outside a task.
+pub(crate) fn granted(lock: OrderedLock<'_>) -> Option<Held> {
+    if !lock_order_checking() {
+        return None;
+    }
+    let task = task::try_id()?;
+    let together = TOGETHER.try_with(|id| *id).ok();
+    let class = lock.class();
+    let mut recorder = recorder();
+    let id = recorder.next_id;
+    recorder.next_id += 1;
+    let held = HeldLock { id, class, site: lock.site, together };
+    recorder.held.entry(task).or_default().push(held);
+    Some(Held { task, id })
+}
+
+/// The edges recorded so far.
+pub(crate) fn recorded() -> LockOrder {
+    let recorder = recorder();
+    let edges = recorder.edges.iter().flat_map(|(held, to)| {
+        to.iter().map(|(taken, edge)| LockOrderEdge {
+            held: held.to_string(),
+            taken: taken.to_string(),
+            count: edge.count,
+            held_by: edge.held_by.copied(),
+            taken_by: edge.taken_by.copied(),
+        })
+    });
+    LockOrder::new(edges.collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::switch::set_lock_order_checking;
+    use super::*;
+
+    fn api(path: &str) -> OrderedLock<'_> {
+        OrderedLock { path, site: None }
+    }
+
+    /// The recorded edges whose classes start with `prefix`, as (held, taken, count).
+    fn edges_under(prefix: &str) -> Vec<(String, String, u64)> {
+        let graph = recorded();
+        let ours = graph.edges().iter().filter(|edge| edge.held.starts_with(prefix) && edge.taken.starts_with(prefix));
+        ours.map(|edge| (edge.held.clone(), edge.taken.clone(), edge.count)).collect()
+    }
+
+    fn edge(held: &str, taken: &str, count: u64) -> (String, String, u64) {
+        (held.to_owned(), taken.to_owned(), count)
+    }
+
+    /// Taken by the tests that set the switch, so that one does not turn it off under another.
+    static SWITCH: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+    #[test]
+    fn a_template_class_leaves_out_the_placeholders_names() {
+        assert_eq!(template_class("/account_<from>"), template_class("/account_<to>"));
+        assert_eq!(template_class("/users/<req.user_id>/x_<self.0>"), "/users/<_>/x_<_>");
+        assert!(matches!(template_class("/plain"), Cow::Borrowed("/plain")));
+    }
+
+    #[tokio::test]
+    async fn records_edges_from_the_locks_the_task_holds_only_while_on() {
+        let _switch = SWITCH.lock().await;
+        set_lock_order_checking(false);
+        tokio::spawn(async {
+            assert!(granted(api("/unit-off/a")).is_none(), "off: no hold is kept");
+            acquiring(api("/unit-off/b"));
+        })
+        .await
+        .unwrap();
+        assert_eq!(edges_under("/unit-off/"), []);
+
+        set_lock_order_checking(true);
+        assert!(granted(api("/unit-on/outside")).is_none(), "outside a task nothing is recorded");
+        let moved = tokio::spawn(async {
+            let a = granted(api("/unit-on/a")).expect("on, in a task");
+            acquiring(api("/unit-on/b"));
+            let b = granted(api("/unit-on/b"));
+            drop(b);
+            acquiring(api("/unit-on/c"));
+            a
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            edges_under("/unit-on/"),
+            [edge("/unit-on/a", "/unit-on/b", 1), edge("/unit-on/a", "/unit-on/c", 1)]
+        );
+        assert_eq!(recorder().held.values().flatten().filter(|held| held.class.starts_with("/unit-on/")).count(), 1);
+        drop(moved);
+        assert_eq!(
+            recorder().held.values().flatten().filter(|held| held.class.starts_with("/unit-on/")).count(),
+            0,
+            "dropped in another task, the hold left the set of the task that took it"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_members_of_one_multi_lock_make_no_edges_among_themselves() {
+        let _switch = SWITCH.lock().await;
+        set_lock_order_checking(true);
+        tokio::spawn(async {
+            let before = granted(api("/unit-together/before"));
+            let members = together(async {
+                [granted(api("/unit-together/m1")), {
+                    acquiring(api("/unit-together/m2"));
+                    granted(api("/unit-together/m2"))
+                }]
+            })
+            .await;
+            acquiring(api("/unit-together/after"));
+            drop((before, members));
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            edges_under("/unit-together/"),
+            [
+                edge("/unit-together/before", "/unit-together/after", 1),
+                edge("/unit-together/before", "/unit-together/m2", 1),
+                edge("/unit-together/m1", "/unit-together/after", 1),
+                edge("/unit-together/m2", "/unit-together/after", 1),
+            ]
+        );
+    }
+}
