@@ -1,7 +1,25 @@
-//! The data written into lock nodes: who holds or waits, for `zk-lock inspect` and operators.
+//! Who holds a lock: the [`Owner`] re-entrancy and lock-order checking know a holder by, and
+//! the data written into lock nodes (who holds or waits, for `zk-lock inspect` and operators).
 
 use std::fmt;
 use std::sync::LazyLock;
+
+/// The holder a re-entrant acquisition is recognised by: the tokio task, or the thread for code
+/// that runs outside any task (the body of `block_on` and `#[tokio::main]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Owner {
+    Task(tokio::task::Id),
+    Thread(std::thread::ThreadId),
+}
+
+impl Owner {
+    pub(crate) fn current() -> Self {
+        match tokio::task::try_id() {
+            Some(task) => Self::Task(task),
+            None => Self::Thread(std::thread::current().id()),
+        }
+    }
+}
 
 static HOST: LazyLock<String> = LazyLock::new(|| {
     std::fs::read_to_string("/proc/sys/kernel/hostname")

@@ -12,6 +12,7 @@ use super::table::Table;
 use crate::background;
 use crate::engine::{Claim, Grant, LocalHandoff};
 use crate::error::{Error, LostReason, Result};
+use crate::holder::Owner;
 use crate::layout::Recipe;
 use crate::lock_order;
 use crate::session::{HeldStatus, Session};
@@ -225,23 +226,6 @@ fn lost_by(error: &ZkError) -> Option<LostReason> {
         ZkError::SessionExpired => Some(LostReason::SessionExpired),
         ZkError::ClientClosed | ZkError::AuthFailed => Some(LostReason::SessionClosed),
         _ => None,
-    }
-}
-
-/// The holder a re-entrant acquisition is recognised by: the tokio task, or the thread for code
-/// that runs outside any task (the body of `block_on` and `#[tokio::main]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Owner {
-    Task(tokio::task::Id),
-    Thread(std::thread::ThreadId),
-}
-
-impl Owner {
-    pub(crate) fn current() -> Self {
-        match tokio::task::try_id() {
-            Some(task) => Self::Task(task),
-            None => Self::Thread(std::thread::current().id()),
-        }
     }
 }
 

@@ -9,9 +9,11 @@
 //! site of an annotated lock) and `trace` only.
 //!
 //! - Recorded when the acquisition starts (a deadlock never gets to the grant), from every lock
-//!   the task holds: granted and not yet released, wherever the guard went. A re-entry, a
-//!   read lock under the task's own write lock (a downgrade) and an acquisition refused with
-//!   `WouldDeadlock` take no new node and make no edge; outside a task nothing is recorded.
+//!   its holder holds: granted and not yet released, wherever the guard went. The holder is the
+//!   one re-entrancy knows: the tokio task, or the thread for code outside any task (the body of
+//!   `#[tokio::main]` or `#[tokio::test]`). A re-entry, a read lock under the holder's own write
+//!   lock (a downgrade) and an acquisition refused with `WouldDeadlock` take no new node and
+//!   make no edge.
 //! - A multi-lock's members are taken in sorted order, which cannot deadlock: no edges among
 //!   them, only from the locks held before and to the locks taken under them.
 //! - Read locks count as exclusive: the queue is fair, so a reader waits behind a queued writer.

@@ -1,5 +1,6 @@
-//! What lock-order checking records: the locks each tokio task holds, and the edges from the
-//! classes it holds to the class of each lock it starts to acquire. One process-wide table
+//! What lock-order checking records: the locks each holder (a tokio task, or a thread outside
+//! any task, as re-entrancy knows holders) holds, and the edges from the classes it holds to the
+//! class of each lock it starts to acquire. One process-wide table
 //! behind a mutex, touched only while checking is on.
 
 use std::borrow::Cow;
@@ -8,11 +9,10 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 
-use tokio::task;
-
 use super::graph::{LockOrder, LockOrderEdge};
 use super::switch::lock_order_checking;
 use crate::declared::Declaration;
+use crate::holder::Owner;
 
 /// A lock as lock-order checking sees it: a path, and the annotated function that takes it.
 #[derive(Clone, Copy)]
@@ -55,20 +55,20 @@ fn template_class(template: &'static str) -> Cow<'static, str> {
     Cow::Owned(class)
 }
 
-/// A granted lock in its task's set of held locks; dropped (by whichever task releases the
+/// A granted lock in its holder's set of held locks; dropped (by whichever task releases the
 /// lock), it leaves that set.
 pub(crate) struct Held {
-    task: task::Id,
+    owner: Owner,
     id: u64,
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
         let mut recorder = recorder();
-        if let Some(held) = recorder.held.get_mut(&self.task) {
+        if let Some(held) = recorder.held.get_mut(&self.owner) {
             held.retain(|lock| lock.id != self.id);
             if held.is_empty() {
-                recorder.held.remove(&self.task);
+                recorder.held.remove(&self.owner);
             }
         }
     }
@@ -91,8 +91,8 @@ struct EdgeSeen {
 
 #[derive(Default)]
 struct Recorder {
-    /// The locks each task holds (no entry for a task that holds none).
-    held: HashMap<task::Id, Vec<HeldLock>>,
+    /// The locks each holder holds (no entry for one that holds none).
+    held: HashMap<Owner, Vec<HeldLock>>,
     /// held class -> taken class -> the edge: memory grows with the edges between classes only.
     edges: HashMap<Arc<str>, HashMap<Arc<str>, EdgeSeen>>,
     next_id: u64,
@@ -117,18 +117,18 @@ pub(crate) async fn together<F: Future>(acquire: F) -> F::Output {
     TOGETHER.scope(NEXT.fetch_add(1, Ordering::Relaxed), acquire).await
 }
 
-/// The current task starts to acquire `lock` (a re-entry is no acquisition): records an edge
-/// from each class the task holds to `lock`'s class. Outside a task, nothing is recorded.
+/// The current holder starts to acquire `lock` (a re-entry is no acquisition): records an edge
+/// from each class it holds to `lock`'s class.
 pub(crate) fn acquiring(lock: OrderedLock<'_>) {
     if !lock_order_checking() {
         return;
     }
-    let Some(task) = task::try_id() else { return };
+    let owner = Owner::current();
     let together = TOGETHER.try_with(|id| *id).ok();
     let taken = lock.class();
     let mut recorder = recorder();
     let Recorder { held, edges, .. } = &mut *recorder;
-    let Some(holding_now) = held.get(&task) else { return };
+    let Some(holding_now) = held.get(&owner) else { return };
     let mut from: Vec<&HeldLock> = Vec::with_capacity(holding_now.len());
     for holding in holding_now {
         let same_acquisition = together.is_some() && holding.together == together;
@@ -150,21 +150,21 @@ pub(crate) fn acquiring(lock: OrderedLock<'_>) {
     }
 }
 
-/// The current task was granted `lock`: it holds it until the returned [`Held`] is dropped.
-/// `None` when checking is off or outside a task.
+/// The current holder was granted `lock`: it holds it until the returned [`Held`] is dropped.
+/// `None` when checking is off.
 pub(crate) fn granted(lock: OrderedLock<'_>) -> Option<Held> {
     if !lock_order_checking() {
         return None;
     }
-    let task = task::try_id()?;
+    let owner = Owner::current();
     let together = TOGETHER.try_with(|id| *id).ok();
     let class = lock.class();
     let mut recorder = recorder();
     let id = recorder.next_id;
     recorder.next_id += 1;
     let held = HeldLock { id, class, site: lock.site, together };
-    recorder.held.entry(task).or_default().push(held);
-    Some(Held { task, id })
+    recorder.held.entry(owner).or_default().push(held);
+    Some(Held { owner, id })
 }
 
 /// The edges recorded so far.
@@ -225,7 +225,10 @@ mod tests {
         assert_eq!(edges_under("/unit-off/"), []);
 
         set_lock_order_checking(true);
-        assert!(granted(api("/unit-on/outside")).is_none(), "outside a task nothing is recorded");
+        // Outside any task (this test's body), the thread is the holder, as for re-entrancy.
+        let outside = granted(api("/unit-on/outside")).expect("on, outside a task");
+        acquiring(api("/unit-on/under-outside"));
+        drop(outside);
         let moved = tokio::spawn(async {
             let a = granted(api("/unit-on/a")).expect("on, in a task");
             acquiring(api("/unit-on/b"));
@@ -238,7 +241,11 @@ mod tests {
         .unwrap();
         assert_eq!(
             edges_under("/unit-on/"),
-            [edge("/unit-on/a", "/unit-on/b", 1), edge("/unit-on/a", "/unit-on/c", 1)]
+            [
+                edge("/unit-on/a", "/unit-on/b", 1),
+                edge("/unit-on/a", "/unit-on/c", 1),
+                edge("/unit-on/outside", "/unit-on/under-outside", 1)
+            ]
         );
         assert_eq!(recorder().held.values().flatten().filter(|held| held.class.starts_with("/unit-on/")).count(), 1);
         drop(moved);
