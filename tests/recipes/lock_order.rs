@@ -125,6 +125,7 @@ async fn two_functions_taking_two_templates_in_opposite_orders_are_a_cycle() {
         ]
     );
     let text = check_lock_order().unwrap_err().to_string();
+    println!("check_lock_order() says:\n{text}");
     for function in ["reserve", "charge", "refund", "restock"] {
         assert!(text.contains(&format!("`{function}` at tests/recipes/lock_order.rs:")), "{function} in {text}");
     }

@@ -133,28 +133,23 @@ impl LockOrderCycle {
 }
 
 impl fmt::Display for LockOrderCycle {
+    /// The classes around the cycle on one line, then each edge on a line of its own, then what
+    /// to do.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for class in self.classes() {
             write!(f, "`{class}` -> ")?;
         }
-        write!(f, "`{}`: ", self.edges[0].held)?;
-        for (i, edge) in self.edges.iter().enumerate() {
-            if i > 0 {
-                f.write_str("; ")?;
-            }
-            write!(f, "{}", Made(edge))?;
+        write!(f, "`{}`", self.edges[0].held)?;
+        for edge in &self.edges {
+            write!(f, "\n    {}", Made(edge))?;
         }
-        if self.edges.len() == 1 {
-            f.write_str(
-                "; two calls with the values swapped can deadlock: take such locks together \
-                 (`#[zk_multi_lock]` or `MultiLock`, which sort them)",
-            )
+        f.write_str(if self.edges.len() == 1 {
+            "\n    two calls with the values swapped can deadlock: take such locks together \
+             (`#[zk_multi_lock]` or `MultiLock`, which sort them)"
         } else {
-            f.write_str(
-                "; tasks taking them in these orders at once can deadlock, in one process or across processes: \
-                 take them in one order everywhere, or together (`#[zk_multi_lock]` or `MultiLock`)",
-            )
-        }
+            "\n    tasks taking them in these orders at once can deadlock, in one process or across processes: \
+             take them in one order everywhere, or together (`#[zk_multi_lock]` or `MultiLock`)"
+        })
     }
 }
 
@@ -296,8 +291,8 @@ mod tests {
         let text = found.to_string();
         assert!(
             text.starts_with(
-                "1 lock-order cycle:\n- `/a` -> `/b` -> `/a`: `second` at src/app.rs:7 took `/b` while `first` at \
-                 src/app.rs:7 held `/a`; `second` at src/app.rs:7 took `/a` while"
+                "1 lock-order cycle:\n- `/a` -> `/b` -> `/a`\n    `second` at src/app.rs:7 took `/b` while `first` at \
+                 src/app.rs:7 held `/a`\n    `second` at src/app.rs:7 took `/a` while"
             ),
             "{text}"
         );
@@ -308,7 +303,7 @@ mod tests {
         let api_edge = api.clone();
         let text = LockOrderCycles::new(LockOrder::new(vec![api]).cycles()).to_string();
         assert!(
-            text.contains("`/a` -> `/a`: a call through the API took `/a` while a call through the API held `/a`"),
+            text.contains("`/a` -> `/a`\n    a call through the API took `/a` while a call through the API held `/a`"),
             "{text}"
         );
         assert!(text.contains("two calls with the values swapped can deadlock"), "{text}");
