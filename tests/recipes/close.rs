@@ -161,3 +161,62 @@ async fn closing_ends_a_session_in_retirement_without_waiting_for_its_expiry() {
     );
     granted.release().await.unwrap();
 }
+
+#[tokio::test]
+async fn closing_a_wrapped_session_removes_its_waiting_nodes() {
+    let path = lock_path("wrapped");
+    let observer = new_client().await;
+    let holder = new_client().await;
+    let held = Mutex::with_client(&holder, &path).lock().await.unwrap();
+    let zk = zookeeper_client::Client::connect(&server().connect_string()).await.unwrap();
+    let wrapped = Client::from_zookeeper(zk.clone());
+    let waiting = {
+        let (client, path) = (wrapped.clone(), path.clone());
+        tokio::spawn(async move { Mutex::with_client(&client, path).lock_timeout(PATIENCE).await })
+    };
+    queue_of(&observer, &path, 2).await;
+
+    wrapped.close().await;
+    let outcome = timeout(PATIENCE, waiting).await.expect("the waiting acquisition ends").unwrap();
+    assert!(matches!(outcome, Err(Error::ClientClosed { .. })), "{outcome:?}");
+    // The library cannot end a session the user opened: it removed the waiting node instead,
+    // which would otherwise block the lock for as long as the user keeps the session.
+    assert_eq!(children(&observer, &path).await.unwrap().len(), 1, "only the holder's node is left");
+    assert!(!zk.state().is_terminated(), "the user's session is the user's to end");
+    held.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn closing_ends_an_acquisition_that_is_opening_a_new_session() {
+    // Each attempt to connect through the cut link waits 3/10 of this (1.8 s) for an answer, a
+    // few ms apart: the close comes while one is under way, almost always.
+    const SESSION: Duration = Duration::from_secs(6);
+    let path = lock_path("renewing");
+    let observer = new_client().await;
+    let holder = new_client().await;
+    let held = Mutex::with_client(&holder, &path).lock().await.unwrap();
+    let proxy = Proxy::start(server().connect_string()).expect("start proxy");
+    let cut_off = Client::builder(proxy.connect_string())
+        .session_timeout(SESSION)
+        .connect_timeout(PATIENCE)
+        .connect()
+        .await
+        .unwrap();
+    let waiting = {
+        let (client, path) = (cut_off.clone(), path.clone());
+        tokio::spawn(async move { Mutex::with_client(&client, path).lock_timeout(PATIENCE).await })
+    };
+    queue_of(&observer, &path, 2).await;
+
+    proxy.cut();
+    // The server expires the cut-off session (its node goes), long after the client gave it up
+    // and began to open another one, through the cut link, for up to its connect timeout.
+    queue_of(&observer, &path, 1).await;
+    let closing = Instant::now();
+    tokio::spawn(async move { cut_off.close().await });
+    let outcome =
+        timeout(Duration::from_millis(500), waiting).await.expect("ended by the close, not by a connect attempt");
+    assert!(matches!(outcome.unwrap(), Err(Error::ClientClosed { .. })));
+    println!("the acquisition opening a session ended {:?} after close()", closing.elapsed());
+    held.release().await.unwrap();
+}

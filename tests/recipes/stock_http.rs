@@ -151,9 +151,10 @@ async fn queue_of(observer: &zk_lock::Client, path: &str, len: usize) {
 #[tokio::test]
 async fn the_metrics_page_counts_the_requests_made() {
     const PRODUCT: u32 = 7104;
-    const REQUESTS: usize = 6;
+    const REQUESTS: usize = 4;
     let template = r#"recipe="mutex",template="/product_<id>""#;
-    let (mut instance, address, dir) = start_instance(PRODUCT, "300ms").await;
+    // Each sale holds the lock this long: the page is read while the first one still holds it.
+    let (mut instance, address, dir) = start_instance(PRODUCT, "1500ms").await;
     let observer = new_client().await;
     let requests: Vec<_> =
         (0..REQUESTS).map(|_| tokio::spawn(get(address.clone(), format!("/stock/reduce?id={PRODUCT}")))).collect();

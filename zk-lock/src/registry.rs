@@ -131,6 +131,8 @@ pub fn named_client(name: &str) -> Result<Client> {
 /// Cancel safe: as [`Client::close`], the clients are closed once it is first polled.
 pub async fn shutdown() {
     let clients: Vec<Client> = {
+        // A default being connected now is installed first, and closed with the others.
+        let _connecting = DEFAULT_CONNECTING.lock().await;
         let registry = read();
         registry.default.iter().chain(registry.named.values()).cloned().collect()
     };

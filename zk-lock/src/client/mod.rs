@@ -8,7 +8,6 @@ mod config;
 mod connect;
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, RwLock};
 use std::time::Duration;
 
@@ -17,9 +16,11 @@ use zookeeper_client::{Acl, Acls};
 pub use self::builder::ClientBuilder;
 use self::config::ClientConfig;
 use self::connect::{acls_of, open_session, ANYONE_ALL};
+use crate::background;
 use crate::error::{Error, Result};
 use crate::holds::HoldTable;
 use crate::session::Session;
+use crate::state_cell::StateCell;
 
 /// Session timeout asked of the server unless the builder says otherwise.
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -49,8 +50,8 @@ struct ClientInner {
     sessions: StdMutex<Vec<Arc<Session>>>,
     /// Locks held through this client, by lock path and recipe, for re-entrancy.
     holds: Arc<HoldTable>,
-    /// [`Client::close`] was called: no session is used or opened any more.
-    closed: AtomicBool,
+    /// [`Client::close`] was called (1): no session is used or opened any more.
+    closed: StateCell,
 }
 
 impl Client {
@@ -80,7 +81,7 @@ impl Client {
             sessions: StdMutex::new(vec![session]),
             renewing: tokio::sync::Mutex::new(()),
             holds: Arc::default(),
-            closed: AtomicBool::new(false),
+            closed: StateCell::new(0),
         };
         Self { inner: Arc::new(inner) }
     }
@@ -141,23 +142,35 @@ impl Client {
     /// Opens a session to replace the current one, unless another caller did meanwhile.
     async fn renew_session(&self, path: &str) -> Result<Arc<Session>> {
         let _renewing = self.inner.renewing.lock().await;
+        self.refuse_if_closed(path)?;
         let current = self.current_session();
         if current.is_usable() {
             return Ok(current);
         }
-        let fresh = open_session(self.inner.config.clone()).await?;
+        // A close does not wait for a connection that may take the whole connect timeout.
+        let fresh = tokio::select! {
+            opened = open_session(self.inner.config.clone()) => opened?,
+            () = self.closed() => return Err(Error::ClientClosed { path: path.to_owned() }),
+        };
         *self.inner.session.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
         {
             let mut sessions = self.inner.sessions.lock().unwrap_or_else(|e| e.into_inner());
             sessions.retain(|session| !session.ledger().has_ended());
             sessions.push(fresh.clone());
         }
-        // Closed while it was being opened: `close` may have missed it, so it ends here.
+        // Closed while it was being opened: `close` may have missed it, so it ends here, in the
+        // background rather than in the acquisition that opened it.
         if let Err(closed) = self.refuse_if_closed(path) {
-            fresh.close(self.inner.config.session_timeout).await;
+            let timeout = self.inner.config.session_timeout;
+            background::spawn(async move { fresh.close(timeout).await });
             return Err(closed);
         }
         Ok(fresh)
+    }
+
+    /// Resolves once [`close`](Self::close) was called. Cancel safe: it only observes.
+    pub(crate) async fn closed(&self) {
+        self.inner.closed.wait_for(|closed| (closed != 0).then_some(())).await;
     }
 
     /// Ends this client (every clone of it) at once: every lock held through it is reported
@@ -178,7 +191,7 @@ impl Client {
     /// Cancel safe: the client is closed once the call is first polled, and the sessions end in
     /// the background whether or not it is awaited to the end.
     pub async fn close(&self) {
-        self.inner.closed.store(true, Ordering::Release);
+        self.inner.closed.update(|closed| (closed == 0).then_some(1), |_| {});
         let sessions = self.inner.sessions.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let timeout = self.inner.config.session_timeout;
         futures::future::join_all(sessions.iter().map(|session| session.close(timeout))).await;
@@ -186,7 +199,7 @@ impl Client {
 
     /// Whether [`close`](Self::close) was called on this client or a clone of it.
     pub fn is_closed(&self) -> bool {
-        self.inner.closed.load(Ordering::Acquire)
+        self.inner.closed.get() != 0
     }
 
     /// Every session of this client that ZooKeeper has not confirmed ended, the current one last.

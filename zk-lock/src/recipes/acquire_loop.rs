@@ -46,14 +46,20 @@ pub(crate) async fn acquire<A: Attempt>(
         };
         drop(run);
         let failed = match outcome {
-            Some(Ok(())) => return Ok(attempt.grant()),
+            Some(Ok(())) if !client.is_closed() => return Ok(attempt.grant()),
+            // Granted as the client was being closed: the lock would be lost at once.
+            Some(Ok(())) => Some(NotGranted::SessionGone),
             Some(Err(failed)) => Some(failed),
             None => None,
         };
         if let Some(NotGranted::SessionGone) = failed {
-            // The nodes go with the session (ended, or retired and closed by its retirement);
-            // start again on a new one if we can open it.
-            attempt.let_go();
+            // The nodes go with the session (ended, or retired and closed by its retirement),
+            // unless it is the user's own, which a close only declared lost.
+            match session.nodes_go_with_it() {
+                true => attempt.let_go(),
+                false => Box::pin(attempt.remove()).await,
+            }
+            // Start again on a new session if we can open it.
             Box::pin(renewal(client, &session, path)).await?;
             continue;
         }
@@ -100,7 +106,11 @@ async fn session_within(client: &Client, deadline: Deadline, path: &str, started
         match deadline.limit(client.session(path)).await.ok_or_else(timeout)? {
             Err(Error::Connect { .. }) if deadline.may_wait() => {
                 let retry_at = deadline.retry_at(pause).ok_or_else(timeout)?;
-                tokio::time::sleep_until(retry_at).await;
+                // A close ends the pause: the next turn refuses.
+                tokio::select! {
+                    () = tokio::time::sleep_until(retry_at) => {}
+                    () = client.closed() => {}
+                }
                 pause = (pause * 2).min(MAX_RENEWAL_PAUSE);
             }
             opened => return opened,

@@ -49,13 +49,16 @@ impl LockTarget {
     }
 
     /// The client given at construction, or the registry's default. The path is checked first,
-    /// so a bad path is reported before the default client is connected.
+    /// so a bad path is reported before the default client is connected; a closed client is
+    /// refused before anything (a re-entry, a downgrade) is asked of it.
     pub(crate) async fn client(&self) -> Result<Client> {
         validate_lock_path(&self.path)?;
-        match &self.client {
-            Some(client) => Ok(client.clone()),
-            None => registry::default_client().await,
-        }
+        let client = match &self.client {
+            Some(client) => client.clone(),
+            None => registry::default_client().await?,
+        };
+        client.refuse_if_closed(&self.path)?;
+        Ok(client)
     }
 
     /// The label of this lock's path in the metrics: the template of the annotated function that

@@ -27,6 +27,11 @@ impl SessionEnd {
         self.state.update(|state| (state & CLOSE_ASKED == 0).then_some(state | CLOSE_ASKED), |_| {});
     }
 
+    /// Whether [`ask_close`](Self::ask_close) was called.
+    pub(super) fn is_close_asked(&self) -> bool {
+        self.state.get() & CLOSE_ASKED != 0
+    }
+
     /// Resolves once [`ask_close`](Self::ask_close) was called.
     pub(super) async fn close_asked(&self) {
         self.state.wait_for(|state| (state & CLOSE_ASKED != 0).then_some(())).await;

@@ -105,6 +105,13 @@ impl Session {
         reason.unwrap_or(LostReason::SessionClosed)
     }
 
+    /// Whether the nodes made on this session are deleted with it once it must not be used any
+    /// more: it ended, or the library ends it on the server. Not for a session the user opened
+    /// and a [`close`](Self::close) only declared lost: it lives on until the user drops it.
+    pub(crate) fn nodes_go_with_it(&self) -> bool {
+        self.closable || self.zk.state().is_terminated()
+    }
+
     /// Resolves once the session must not be used any more (it ended, or it is being retired).
     pub(crate) async fn terminated(&self) {
         let mut health = self.health.clone();

@@ -66,7 +66,19 @@ pub(super) async fn retire(
             Err(ZkError::AuthFailed) => break,
             Err(_) => {}
         }
-        tokio::time::sleep(pause).await;
+        let pause_over = tokio::time::sleep(pause);
+        if end.is_close_asked() {
+            pause_over.await;
+        } else {
+            tokio::select! {
+                () = pause_over => {}
+                // A close asked for meanwhile cuts the pause short, once: its caller waits.
+                () = end.close_asked() => {
+                    pause = FIRST_PAUSE;
+                    continue;
+                }
+            }
+        }
         // Short enough that a healed partition frees the locks within about half a timeout.
         pause = (pause * 2).min(timeout / 4);
     }
