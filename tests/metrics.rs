@@ -1,0 +1,123 @@
+//! The metrics of feature `metrics`, read back through a Prometheus recorder: every way an
+//! acquisition or a hold can end is counted under its outcome, and the waiting and held gauges
+//! come back to zero after each (timeout, busy, cancellation, loss, leases, downgrade, close).
+//!
+//! A binary of its own: the recorder is process-wide, and the counts must be this test's alone.
+
+use std::time::Duration;
+
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tokio::time::timeout;
+use zk_lock::testing::{shared_server as server, wait_for_children};
+use zk_lock::{Client, Error, LostReason, Mutex, RwLock, Semaphore};
+
+const PATIENCE: Duration = Duration::from_secs(30);
+
+async fn new_client() -> Client {
+    Client::builder(server().connect_string()).connect().await.expect("connect to the test server")
+}
+
+/// The value of `name{labels}` (labels in the order recorded), or 0 if the page lacks it.
+fn value(page: &str, name: &str, labels: &str) -> f64 {
+    let prefix = format!("{name}{{{labels}}} ");
+    page.lines().find_map(|line| line.strip_prefix(&prefix)?.parse().ok()).unwrap_or(0.0)
+}
+
+/// Every gauge sample of `name` on the page.
+fn gauges(page: &str, name: &str) -> Vec<(String, f64)> {
+    let samples = page.lines().filter(|line| line.starts_with(&format!("{name}{{")));
+    samples.filter_map(|line| Some((line.to_owned(), line.rsplit(' ').next()?.parse().ok()?))).collect()
+}
+
+/// The page once no acquisition waits and no lock is held (a release is confirmed in the
+/// background, after the guard is gone).
+async fn settled(metrics: &PrometheusHandle) -> String {
+    let at_zero = |page: &str| {
+        let all = [gauges(page, "zk_lock_acquisitions_waiting"), gauges(page, "zk_lock_locks_held")].concat();
+        all.iter().all(|(_, value)| *value == 0.0)
+    };
+    timeout(PATIENCE, async {
+        loop {
+            let page = metrics.render();
+            if at_zero(&page) {
+                return page;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the gauges never came back to zero:\n{}", metrics.render()))
+}
+
+#[tokio::test]
+async fn every_way_an_acquisition_or_a_hold_ends_is_counted_and_the_gauges_return_to_zero() {
+    let metrics = PrometheusBuilder::new().install_recorder().expect("install the recorder");
+    let (client, other) = (new_client().await, new_client().await);
+    let api = |recipe: &str| format!(r#"recipe="{recipe}",template="(api)""#);
+    let ended = |recipe: &str, outcome: &str| format!(r#"{},outcome="{outcome}""#, api(recipe));
+
+    // Timeout, busy and a cancelled wait, behind a holder.
+    let held = Mutex::with_client(&other, "/it-metrics/busy").lock().await.unwrap();
+    let mutex = Mutex::with_client(&client, "/it-metrics/busy");
+    assert!(matches!(mutex.lock_timeout(Duration::from_millis(100)).await, Err(Error::Timeout { .. })));
+    assert!(matches!(mutex.try_lock().await, Err(Error::Busy { .. })));
+    assert!(timeout(Duration::from_millis(100), mutex.lock()).await.is_err(), "cancelled while waiting");
+    held.release().await.unwrap();
+
+    // A loss: the node deleted by someone else.
+    let lost = Mutex::with_client(&client, "/it-metrics/lost").lock().await.unwrap();
+    other.zookeeper().delete(lost.node_path(), None).await.unwrap();
+    assert_eq!(timeout(PATIENCE, lost.lost()).await, Ok(LostReason::NodeDeleted));
+    drop(lost);
+
+    // Several leases at once, a re-entry, a downgrade.
+    let leases = Semaphore::with_client(&client, "/it-metrics/leases", 3).acquire_many(2).await.unwrap();
+    drop(leases);
+    let rw = RwLock::with_client(&client, "/it-metrics/rw");
+    let write = rw.write().await.unwrap();
+    let again = rw.write().await.unwrap();
+    let read = rw.read().await.unwrap();
+    drop((read, again, write));
+
+    // A close: the held lock is lost, the waiting acquisition ends as closed.
+    let closing = new_client().await;
+    let holder = Mutex::with_client(&other, "/it-metrics/close").lock().await.unwrap();
+    let kept = Mutex::with_client(&closing, "/it-metrics/kept").lock().await.unwrap();
+    let waiting = tokio::spawn({
+        let closing = closing.clone();
+        async move { Mutex::with_client(&closing, "/it-metrics/close").lock().await }
+    });
+    timeout(PATIENCE, wait_for_children(&other, "/it-metrics/close", |nodes| nodes.len() == 2)).await.unwrap().unwrap();
+    closing.close().await;
+    assert!(matches!(waiting.await.unwrap(), Err(Error::ClientClosed { .. })));
+    drop((kept, holder));
+
+    let page = settled(&metrics).await;
+    println!("{page}");
+    let counted = [
+        (ended("mutex", "granted"), 4.0),
+        (ended("mutex", "timeout"), 1.0),
+        (ended("mutex", "busy"), 1.0),
+        (ended("mutex", "closed"), 1.0),
+        (ended("semaphore", "granted"), 1.0),
+        (ended("write", "granted"), 1.0),
+        (ended("read", "granted"), 1.0),
+    ];
+    for (labels, expected) in counted {
+        assert_eq!(value(&page, "zk_lock_acquisitions_total", &labels), expected, "{labels}\n{page}");
+        assert_eq!(value(&page, "zk_lock_wait_seconds_count", &labels), expected, "{labels}\n{page}");
+    }
+    let held_for = [
+        (ended("mutex", "released"), 2.0),
+        (ended("mutex", "lost"), 2.0),
+        (ended("semaphore", "released"), 2.0),
+        (ended("write", "released"), 1.0),
+        (ended("read", "released"), 1.0),
+    ];
+    for (labels, expected) in held_for {
+        assert_eq!(value(&page, "zk_lock_hold_seconds_count", &labels), expected, "{labels}\n{page}");
+    }
+    let lost_by = |reason: &str| format!(r#"{},reason="{reason}""#, api("mutex"));
+    assert_eq!(value(&page, "zk_lock_locks_lost_total", &lost_by("node_deleted")), 1.0, "{page}");
+    assert_eq!(value(&page, "zk_lock_locks_lost_total", &lost_by("session_closed")), 1.0, "{page}");
+}
