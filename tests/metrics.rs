@@ -92,6 +92,10 @@ async fn every_way_an_acquisition_or_a_hold_ends_is_counted_and_the_gauges_retur
     assert!(matches!(waiting.await.unwrap(), Err(Error::ClientClosed { .. })));
     drop((kept, holder));
 
+    // An API lock named with its template is labelled with it.
+    let labelled = Mutex::with_client(&client, "/it-metrics/orders/7").with_template("/it-metrics/orders/<id>");
+    labelled.lock().await.unwrap().release().await.unwrap();
+
     let page = settled(&metrics).await;
     println!("{page}");
     let counted = [
@@ -117,6 +121,8 @@ async fn every_way_an_acquisition_or_a_hold_ends_is_counted_and_the_gauges_retur
     for (labels, expected) in held_for {
         assert_eq!(value(&page, "zk_lock_hold_seconds_count", &labels), expected, "{labels}\n{page}");
     }
+    let named = r#"recipe="mutex",template="/it-metrics/orders/<id>",outcome="granted""#;
+    assert_eq!(value(&page, "zk_lock_acquisitions_total", named), 1.0, "{page}");
     let lost_by = |reason: &str| format!(r#"{},reason="{reason}""#, api("mutex"));
     assert_eq!(value(&page, "zk_lock_locks_lost_total", &lost_by("node_deleted")), 1.0, "{page}");
     assert_eq!(value(&page, "zk_lock_locks_lost_total", &lost_by("session_closed")), 1.0, "{page}");

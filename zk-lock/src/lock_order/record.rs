@@ -20,16 +20,19 @@ pub(crate) struct OrderedLock<'a> {
     pub path: &'a str,
     /// `None` for a lock taken through the API.
     pub site: Option<&'static Declaration>,
+    /// The template an API caller named (`with_template`).
+    pub template: Option<&'static str>,
 }
 
 impl OrderedLock<'_> {
-    /// The lock's class: the template of its annotated function without the placeholders'
-    /// names (`/account_<from>` and `/account_<to>` are one class, `/account_<_>`), or the path
-    /// of a lock taken through the API.
+    /// The lock's class: the template of its annotated function (or the one named through the
+    /// API) without the placeholders' names (`/account_<from>` and `/account_<to>` are one class,
+    /// `/account_<_>`), or else the path.
     fn class(&self) -> Cow<'static, str> {
-        match self.site {
-            Some(site) => template_class(site.template),
-            None => Cow::Owned(self.path.to_owned()),
+        match (self.site, self.template) {
+            (Some(site), _) => template_class(site.template),
+            (None, Some(template)) => template_class(template),
+            (None, None) => Cow::Owned(self.path.to_owned()),
         }
     }
 }
@@ -188,7 +191,7 @@ mod tests {
     use super::*;
 
     fn api(path: &str) -> OrderedLock<'_> {
-        OrderedLock { path, site: None }
+        OrderedLock { path, site: None, template: None }
     }
 
     /// The recorded edges whose classes start with `prefix`, as (held, taken, count).
@@ -254,6 +257,21 @@ mod tests {
             0,
             "dropped in another task, the hold left the set of the task that took it"
         );
+    }
+
+    #[tokio::test]
+    async fn an_api_lock_named_with_its_template_is_of_the_template_class() {
+        let _switch = SWITCH.lock().await;
+        set_lock_order_checking(true);
+        let named = |path| OrderedLock { path, site: None, template: Some("/unit-named/account_<id>") };
+        tokio::spawn(async move {
+            let first = granted(named("/unit-named/account_1"));
+            acquiring(named("/unit-named/account_2"));
+            drop(first);
+        })
+        .await
+        .unwrap();
+        assert_eq!(edges_under("/unit-named/"), [edge("/unit-named/account_<_>", "/unit-named/account_<_>", 1)]);
     }
 
     #[tokio::test]

@@ -49,6 +49,16 @@ impl Mutex {
         Self { target }
     }
 
+    /// Names the template this lock's path was made from (`"/orders/<id>"`): the `template`
+    /// label of its metrics (feature `metrics`; otherwise `(api)`) and its class for lock-order
+    /// checking (otherwise its path). A `&'static str`, so the number of labels stays bounded by
+    /// the program's text, whatever the rendered paths.
+    #[must_use]
+    pub fn with_template(mut self, template: &'static str) -> Self {
+        self.target.set_template(template);
+        self
+    }
+
     /// Sets the data of this mutex's lock nodes (default: `host=.. pid=.. task=..`).
     #[must_use]
     pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Self {

@@ -97,6 +97,16 @@ impl Semaphore {
         Self { target, limit, uncontended: Arc::new(AtomicBool::new(true)) }
     }
 
+    /// Names the template this lock's path was made from (`"/orders/<id>"`): the `template`
+    /// label of its metrics (feature `metrics`; otherwise `(api)`) and its class for lock-order
+    /// checking (otherwise its path). A `&'static str`, so the number of labels stays bounded by
+    /// the program's text, whatever the rendered paths.
+    #[must_use]
+    pub fn with_template(mut self, template: &'static str) -> Self {
+        self.target.set_template(template);
+        self
+    }
+
     /// Sets the data of the lease nodes (Curator's `setNodeData`; default: `host=.. pid=.. task=..`).
     #[must_use]
     pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Self {

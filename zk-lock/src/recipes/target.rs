@@ -26,11 +26,13 @@ pub(crate) struct LockTarget {
     data: Option<Vec<u8>>,
     /// The annotated function's declaration of this lock; `None` through the API.
     site: Option<&'static Declaration>,
+    /// The template an API caller named with `with_template`.
+    template: Option<&'static str>,
 }
 
 impl LockTarget {
     pub(crate) fn new(client: Option<&Client>, path: String) -> Self {
-        Self { client: client.cloned(), path, data: None, site: None }
+        Self { client: client.cloned(), path, data: None, site: None, template: None }
     }
 
     /// The lock of the annotated function declared at `site`.
@@ -41,7 +43,11 @@ impl LockTarget {
 
     /// This lock as lock-order checking sees it.
     pub(crate) fn ordered(&self) -> OrderedLock<'_> {
-        OrderedLock { path: &self.path, site: self.site }
+        OrderedLock { path: &self.path, site: self.site, template: self.template }
+    }
+
+    pub(crate) fn set_template(&mut self, template: &'static str) {
+        self.template = Some(template);
     }
 
     pub(crate) fn set_data(&mut self, data: Vec<u8>) {
@@ -62,9 +68,13 @@ impl LockTarget {
     }
 
     /// The label of this lock's path in the metrics: the template of the annotated function that
-    /// takes it, or [`UNANNOTATED`](crate::metrics::UNANNOTATED) through the API.
+    /// takes it, or the one named through the API, or [`UNANNOTATED`](crate::metrics::UNANNOTATED).
     pub(crate) fn template(&self) -> &'static str {
-        self.site.map_or(crate::metrics::UNANNOTATED, |site| site.template)
+        match (self.site, self.template) {
+            (Some(site), _) => site.template,
+            (None, Some(template)) => template,
+            (None, None) => crate::metrics::UNANNOTATED,
+        }
     }
 
     /// The key of this lock in the client's table of holds, for `recipe`.
