@@ -61,15 +61,23 @@ fn reason_label(reason: LostReason) -> &'static str {
 /// it is dropped (a cancelled acquisition stops waiting too, and is counted as nothing else).
 #[derive(Debug)]
 pub(crate) struct Waiting {
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    /// Kept only with the feature: without it, a waiting acquisition carries nothing for it.
+    #[cfg(feature = "metrics")]
     labels: Labels,
 }
 
 impl Waiting {
     pub(crate) fn start(labels: Labels) -> Self {
         #[cfg(feature = "metrics")]
-        ::metrics::gauge!(WAITING, "recipe" => labels.recipe, "template" => labels.template).increment(1.0);
-        Self { labels }
+        {
+            ::metrics::gauge!(WAITING, "recipe" => labels.recipe, "template" => labels.template).increment(1.0);
+            Self { labels }
+        }
+        #[cfg(not(feature = "metrics"))]
+        {
+            let _ = labels;
+            Self {}
+        }
     }
 
     /// The acquisition ended with `result` after `waited`.
@@ -88,9 +96,9 @@ impl Waiting {
     }
 }
 
+#[cfg(feature = "metrics")]
 impl Drop for Waiting {
     fn drop(&mut self) {
-        #[cfg(feature = "metrics")]
         ::metrics::gauge!(WAITING, "recipe" => self.labels.recipe, "template" => self.labels.template).decrement(1.0);
     }
 }

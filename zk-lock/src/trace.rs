@@ -19,12 +19,15 @@ pub(crate) const TARGET: &str = "zk_lock";
 
 /// Runs `acquire` in a `zk_lock.acquire` span and reports its outcome with the time it waited,
 /// to `tracing` and to the metrics (labelled with the path's `template`).
-pub(crate) async fn acquisition<T>(
+///
+/// Not an `async fn`: the span and the metrics' labels are made when it is called, so the
+/// future keeps neither the path nor the template while it waits (thousands may wait at once).
+pub(crate) fn acquisition<T>(
     recipe: Recipe,
     path: &str,
     template: &'static str,
     acquire: impl Future<Output = Result<T>>,
-) -> Result<T> {
+) -> impl Future<Output = Result<T>> {
     let recipe = recipe.as_str();
     let waiting = Waiting::start(Labels { recipe, template });
     let span = tracing::debug_span!(
@@ -36,14 +39,16 @@ pub(crate) async fn acquisition<T>(
         fencing_token = Empty
     );
     let started = Instant::now();
-    let outcome = acquire.instrument(span.clone()).await;
-    waiting.end(&outcome, started.elapsed());
-    let waited_ms = millis(started);
-    span.in_scope(|| match &outcome {
-        Ok(_) => tracing::debug!(target: TARGET, waited_ms, "lock acquired"),
-        Err(error) => tracing::debug!(target: TARGET, waited_ms, %error, "lock not acquired"),
-    });
-    outcome
+    async move {
+        let outcome = acquire.instrument(span.clone()).await;
+        waiting.end(&outcome, started.elapsed());
+        let waited_ms = millis(started);
+        span.in_scope(|| match &outcome {
+            Ok(_) => tracing::debug!(target: TARGET, waited_ms, "lock acquired"),
+            Err(error) => tracing::debug!(target: TARGET, waited_ms, %error, "lock not acquired"),
+        });
+        outcome
+    }
 }
 
 /// Our node was created: `queue_position` is its place in the queue (0: first), `ahead` the

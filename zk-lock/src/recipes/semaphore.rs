@@ -283,8 +283,7 @@ impl Semaphore {
         lock_order::acquiring(self.target.ordered());
         let data = self.target.node_data();
         let spec = LeaseSpec { path, count: n as usize, data: &data, uncontended: &self.uncontended };
-        let template = self.target.template();
-        trace::acquisition(recipe, path, template, async {
+        trace::acquisition(recipe, path, self.target.template(), async {
             let acls = client.node_acls();
             let start = |session, may_wait| LeaseAttempt::new(session, &spec, acls, limit.clone(), may_wait);
             // Boxed: the span around it would otherwise hold the loop's future a second time.
@@ -303,7 +302,7 @@ impl Semaphore {
                         claim: lease.claim,
                     };
                     let order = lock_order::granted(self.target.ordered());
-                    HeldNode::new(client.holds(), recipe, key, path, template, lease, order)
+                    HeldNode::new(client.holds(), recipe, key, path, self.target.template(), lease, order)
                 })
                 .collect();
             Ok(holds)

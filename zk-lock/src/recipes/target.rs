@@ -92,14 +92,13 @@ impl LockTarget {
         lock_order::acquiring(self.ordered());
         let data = self.node_data();
         let spec = LockSpec { path: &self.path, queue: recipe.queue(), data: &data };
-        let template = self.template();
-        trace::acquisition(recipe, &self.path, template, async {
+        trace::acquisition(recipe, &self.path, self.template(), async {
             let acls = client.node_acls();
             let start = |session, may_wait| LockAttempt::new(session, &spec, acls, may_wait);
             // Boxed: the span around it would otherwise hold the loop's future a second time.
             let grant = Box::pin(acquire_loop::acquire(client, &self.path, patience, start)).await?;
             let order = lock_order::granted(self.ordered());
-            Ok(HeldNode::new(client.holds(), recipe, key, &self.path, template, grant, order))
+            Ok(HeldNode::new(client.holds(), recipe, key, &self.path, self.template(), grant, order))
         })
         .await
     }
