@@ -33,10 +33,7 @@ fn execute(args: &Args) -> u8 {
         Ok(runtime) => runtime,
         Err(e) => return fail(&CliError { code: error::ZOOKEEPER, message: format!("cannot start tokio: {e}") }),
     };
-    let outcome = match args.command {
-        Command::Watch { .. } => runtime.block_on(watch::until_interrupted(run(args))),
-        _ => runtime.block_on(run(args)),
-    };
+    let outcome = runtime.block_on(run(args));
     match outcome {
         // `watch` printed as it went.
         Ok(None) => error::SUCCESS,
@@ -61,7 +58,16 @@ fn execute(args: &Args) -> u8 {
 /// Connects and runs the command: its report, or `None` for `watch`, which prints as it goes.
 async fn run(args: &Args) -> Result<Option<Report>, CliError> {
     let connect_string = args.connect(std::env::var(zk_lock::CONNECT_ENV).ok());
-    let client = connect::connect(&connect_string, args.timeout).await?;
+    let watching = matches!(args.command, Command::Watch { .. });
+    let connecting = connect::connect(&connect_string, args.timeout);
+    let client = match watching {
+        // Ctrl-C is how `watch` ends, even while it is still connecting.
+        true => match watch::until_interrupted(async { connecting.await.map(Some) }).await? {
+            Some(client) => client,
+            None => return Ok(None),
+        },
+        false => connecting.await?,
+    };
     let command = async {
         match &args.command {
             Command::Inspect { path } => inspect::run(&client, path, args.timeout).await.map(Some),
@@ -72,7 +78,9 @@ async fn run(args: &Args) -> Result<Option<Report>, CliError> {
             Command::Tree { path } => tree::run(&client, path).await.map(Some),
         }
     };
-    let outcome = connect::bounded(&client, args.timeout, command).await;
+    let bounded = connect::bounded(&client, args.timeout, command);
+    // Interrupted, `watch` still gets to the close below: only the command is dropped.
+    let outcome = if watching { watch::until_interrupted(bounded).await } else { bounded.await };
     // Ends the command's session on the server now rather than after its timeout: it does
     // not stay listed among the server's sessions. An unreachable server expires it anyway.
     let _ = tokio::time::timeout(CLOSE_PATIENCE, client.close()).await;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::sync::mpsc;
-use zk_lock::testing::{shared_server, wait_for_children, TestingCluster};
+use zk_lock::testing::{shared_server, wait_for_children, TestingCluster, TestingServer};
 use zk_lock::{Client, Mutex, RwLock, Semaphore};
 use zookeeper_client::{Acls, CreateMode};
 
@@ -550,9 +550,13 @@ struct Watching {
 
 impl Watching {
     fn start(args: &[&str]) -> Watching {
+        Self::start_on(&shared_server().connect_string(), args)
+    }
+
+    fn start_on(connect: &str, args: &[&str]) -> Watching {
         let mut child = Command::new(BIN)
             .args(args)
-            .env("ZK_LOCK_CONNECT", shared_server().connect_string())
+            .env("ZK_LOCK_CONNECT", connect)
             .stdout(Stdio::piped())
             .spawn()
             .expect("run zk-lock");
@@ -641,6 +645,28 @@ async fn watch_prints_blocks_to_a_pipe_as_the_durations_tick_and_exits_0_on_sigi
     watch.block_where("release", |block| !block.contains(&session)).await;
     let status = watch.interrupt().await;
     assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
+/// The session ids a server's `dump` lists (`Session Sets`: one `0x..` id a line).
+fn sessions(server: &TestingServer) -> Vec<String> {
+    let dump = server.four_letter("dump").expect("dump");
+    let ids = dump.lines().map(str::trim).filter(|line| line.starts_with("0x") && !line.ends_with(':'));
+    let mut ids: Vec<String> = ids.map(str::to_owned).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+#[tokio::test]
+async fn watch_closes_its_session_when_interrupted() {
+    // A server of its own: the sessions it lists are this test's only.
+    let server = TestingServer::start().expect("start a server");
+    let mut watch = Watching::start_on(&server.connect_string(), &["watch", "/it-cli/closing", "--interval", "200ms"]);
+    watch.block_where("missing path", |block| block.contains("does not exist (yet)")).await;
+    assert_eq!(sessions(&server).len(), 1, "the command's session: {:?}", sessions(&server));
+    let status = watch.interrupt().await;
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert_eq!(sessions(&server), Vec::<String>::new(), "closed on the way out, not left to its timeout");
 }
 
 #[tokio::test]
