@@ -3,8 +3,9 @@
 //!
 //! The graph is one per process and the tests of this binary run at once, so each test uses
 //! templates of its own (`/it-lock-order/<test>/..`) and looks only at the edges and cycles among
-//! them. Calls run in spawned tasks: lock order is recorded per tokio task, and the body of
-//! `#[tokio::test]` is none. Each test turns checking on, for a run in a release build.
+//! them. Calls mostly run in spawned tasks (lock order is recorded per tokio task, or per thread
+//! outside any task, as the body of `#[tokio::test]` is). Each test turns checking on, for a run
+//! in a release build.
 
 use std::future::Future;
 
@@ -334,5 +335,33 @@ async fn a_guard_dropped_in_another_task_leaves_the_locks_of_the_task_that_took_
             ("/it-lock-order/moved/outside-a", "/it-lock-order/moved/outside-b", 1, None, None)
         ],
         "recorded outside a task too"
+    );
+}
+
+// --- single attempts -------------------------------------------------------------------------
+
+const TRYING: &str = "/it-lock-order/trying/";
+
+#[tokio::test]
+async fn a_single_attempt_makes_no_edge_but_the_locks_taken_under_it_do() {
+    set_lock_order_checking(true);
+    let client = crate::support::new_client().await;
+    in_a_task(async move {
+        let outer = Mutex::with_client(&client, "/it-lock-order/trying/outer").lock().await.unwrap();
+        // Holding `outer`, only tried: a single attempt never waits, so it cannot deadlock.
+        let tried = Mutex::with_client(&client, "/it-lock-order/trying/tried").try_lock().await.unwrap();
+        drop(Mutex::with_client(&client, "/it-lock-order/trying/under").lock().await.unwrap());
+        drop((tried, outer));
+    })
+    .await;
+    let edges = edges_under(TRYING);
+    let mut edges = summary(&edges);
+    edges.sort_unstable();
+    assert_eq!(
+        edges,
+        [
+            ("/it-lock-order/trying/outer", "/it-lock-order/trying/under", 1, None, None),
+            ("/it-lock-order/trying/tried", "/it-lock-order/trying/under", 1, None, None)
+        ]
     );
 }

@@ -13,13 +13,14 @@
 //!   one re-entrancy knows: the tokio task, or the thread for code outside any task (the body of
 //!   `#[tokio::main]` or `#[tokio::test]`). A re-entry, a read lock under the holder's own write
 //!   lock (a downgrade) and an acquisition refused with `WouldDeadlock` take no new node and
-//!   make no edge.
-//! - A multi-lock's members are taken in sorted order, which cannot deadlock: no edges among
-//!   them, only from the locks held before and to the locks taken under them.
+//!   make no edge; nor does a single attempt (`try_`, a zero timeout), which never waits.
+//! - A multi-lock's members are taken in sorted order: members of one class make no edges among
+//!   themselves (two multi-locks on them cannot deadlock), members of different classes do, in
+//!   the order taken (code taking those classes one by one the other way round can deadlock).
 //! - Read locks count as exclusive: the queue is fair, so a reader waits behind a queued writer.
 //!
 //! On by default in debug builds of zk-lock; `switch` says how to turn it on or off. Off, an
-//! acquisition pays one atomic load; on, a short critical section at its start, grant and
+//! acquisition pays two atomic loads (at its start and its grant); on, a short critical section at its start, grant and
 //! release.
 
 mod graph;

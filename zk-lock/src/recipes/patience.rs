@@ -18,6 +18,12 @@ pub(crate) enum Patience {
 }
 
 impl Patience {
+    /// Whether an acquisition with this patience may wait for another holder: not a single
+    /// attempt (`try_`, a zero timeout).
+    pub(crate) fn may_wait(self) -> bool {
+        !matches!(self, Self::Once | Self::Timeout(Duration::ZERO))
+    }
+
     /// The patience for each step of an acquisition made of several, starting now: a timeout
     /// counts for all the steps together, each step getting what is left of it.
     pub(crate) fn shared_by_steps(self) -> impl Fn() -> Self {

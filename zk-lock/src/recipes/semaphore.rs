@@ -280,7 +280,10 @@ impl Semaphore {
                 CurrentLimit::Shared(count.subscribe())
             }
         };
-        lock_order::acquiring(self.target.ordered());
+        // A single attempt never waits, so it cannot deadlock: no edge (lockdep's trylock).
+        if patience.may_wait() {
+            lock_order::acquiring(self.target.ordered());
+        }
         let data = self.target.node_data();
         let spec = LeaseSpec { path, count: n as usize, data: &data, uncontended: &self.uncontended };
         trace::acquisition(recipe, path, self.target.template(), async {

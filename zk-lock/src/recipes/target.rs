@@ -89,7 +89,10 @@ impl LockTarget {
         if let Some(held) = HeldNode::held_by_current_task(client.holds(), &key) {
             return held.reenter();
         }
-        lock_order::acquiring(self.ordered());
+        // A single attempt never waits, so it cannot deadlock: no edge (lockdep's trylock).
+        if patience.may_wait() {
+            lock_order::acquiring(self.ordered());
+        }
         let data = self.node_data();
         let spec = LockSpec { path: &self.path, queue: recipe.queue(), data: &data };
         trace::acquisition(recipe, &self.path, self.template(), async {
