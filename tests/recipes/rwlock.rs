@@ -70,6 +70,26 @@ async fn both_sides_re_enter_within_a_task() {
 }
 
 #[tokio::test]
+async fn two_tasks_holding_the_read_lock_each_re_enter_their_own() {
+    let path = format!("{PATH}/reenter-each");
+    let client = new_client().await;
+    let lock = RwLock::with_client(&client, &path);
+    let read_here = lock.read().await.unwrap();
+    // Another task of the same client takes the read lock too: a node of its own.
+    let elsewhere = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.read().await.unwrap() }).await.unwrap()
+    };
+    assert_ne!(read_here.node_path(), elsewhere.node_path());
+    // This task re-enters its own read lock, not the other task's (which it cannot share).
+    let read_again = lock.read().await.unwrap();
+    assert_eq!(read_again.node_path(), read_here.node_path());
+    assert_eq!(children(&client, &path).await.unwrap().len(), 2, "no third node");
+    drop((read_here, read_again, elsewhere));
+    wait_for_children(&client, &path, |c| c.is_empty()).await.unwrap();
+}
+
+#[tokio::test]
 async fn upgrading_a_read_lock_is_refused_at_once() {
     let path = format!("{PATH}/upgrade");
     let client = new_client().await;

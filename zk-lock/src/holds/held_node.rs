@@ -79,14 +79,13 @@ impl HeldNode {
             claim: granted.claim,
             order,
         });
-        table.insert(hold.key.clone(), &hold);
+        table.insert(hold.key.clone(), hold.owner, &hold);
         hold
     }
 
     /// The node this task already holds at `key` in `table`, for re-entrant acquisition.
     pub(crate) fn held_by_current_task(table: &HoldTable, key: &str) -> Option<Arc<Self>> {
-        let held = table.get(key)?;
-        (held.owner == Owner::current()).then_some(held)
+        table.get(key, Owner::current())
     }
 
     /// The session the lock was granted on.
