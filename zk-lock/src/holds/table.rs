@@ -13,7 +13,10 @@ use crate::holder::Owner;
 /// and a task looks only at its own entry, so it never holds a share of another's value, not
 /// even for a moment (which that holder's release, counting the shares left, would take for a
 /// re-entrant one).
-pub(crate) struct Table<T>(Mutex<HashMap<Arc<str>, Vec<(Owner, Weak<T>)>>>);
+pub(crate) struct Table<T>(Mutex<HashMap<Arc<str>, Holders<T>>>);
+
+/// The values at one key, one per holder.
+type Holders<T> = Vec<(Owner, Weak<T>)>;
 
 impl<T> Default for Table<T> {
     fn default() -> Self {
@@ -22,7 +25,7 @@ impl<T> Default for Table<T> {
 }
 
 impl<T> Table<T> {
-    fn entries(&self) -> MutexGuard<'_, HashMap<Arc<str>, Vec<(Owner, Weak<T>)>>> {
+    fn entries(&self) -> MutexGuard<'_, HashMap<Arc<str>, Holders<T>>> {
         self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
