@@ -61,6 +61,7 @@ pub async fn run(
     let mut dumps = Dumps::new(client, timeout);
     let mut display = Display::new(json).map_err(|e| cannot_write(&e))?;
     loop {
+        let refreshed = tokio::time::Instant::now();
         let snapshot = inspect::snapshot(client, path, &mut dumps).await?;
         match display.show(path, &snapshot, interval) {
             Ok(()) => {}
@@ -74,6 +75,14 @@ pub async fn run(
                 () = tokio::time::sleep_until(next) => break,
                 event = changes.changed() => {
                     settle(&mut changes, event).await?;
+                    // A busy lock changes all the time: each refresh reads the queue and asks a
+                    // server for `dump`, so changes refresh at most every `MIN_GAP`.
+                    tokio::time::sleep_until(refreshed + MIN_GAP.min(interval)).await;
+                    tokio::select! {
+                        biased;
+                        event = changes.changed() => settle(&mut changes, event).await?,
+                        () = std::future::ready(()) => {}
+                    }
                     break;
                 }
                 () = display.resized() => display.redraw().map_err(|e| cannot_write(&e))?,
@@ -81,6 +90,9 @@ pub async fn run(
         }
     }
 }
+
+/// The shortest time between two refreshes made for changes.
+const MIN_GAP: Duration = Duration::from_millis(250);
 
 /// Takes `event` and every other event already queued (one refresh for a burst of changes);
 /// fails if the session has ended, after which the watcher must not be polled again.
