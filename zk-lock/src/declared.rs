@@ -11,6 +11,7 @@ use crate::layout::Recipe;
 
 /// One lock template used by an annotated function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Declaration {
     /// The path template, as written: `/product_<id>`.
     pub template: &'static str,

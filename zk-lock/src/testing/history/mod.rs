@@ -119,7 +119,8 @@ impl History {
 
     /// An empty history that also prints each record on stdout as one line (see [`Record`]),
     /// for a worker process whose test collects its lines with
-    /// [`record_output_line`](Self::record_output_line).
+    /// [`record_output_line`](Self::record_output_line). Run the worker's test with
+    /// `--nocapture`: libtest otherwise keeps what it prints.
     pub fn printing() -> History {
         History { print: true, ..History::default() }
     }

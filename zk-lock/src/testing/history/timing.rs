@@ -16,11 +16,28 @@ use crate::{Error, LostReason, MutexGuard, ReadGuard, SemaphoreMutexGuard, Semap
 /// times of a [`Grant`] and a [`FencedWrite`].
 ///
 /// The wall clock is read once per process and advanced with the monotonic clock, so a clock
-/// step during the run cannot reorder one process's own times.
+/// step during the run cannot reorder one process's own times. The reading is taken between two
+/// monotonic ones less than 20 µs apart (tried again otherwise), so a preemption between them
+/// cannot shift this process's clock against the others'.
 pub fn now_ns() -> u64 {
     static ANCHOR: LazyLock<(u64, Instant)> = LazyLock::new(|| {
-        let wall = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos());
-        (u64::try_from(wall).unwrap_or(u64::MAX), Instant::now())
+        const TIGHT: std::time::Duration = std::time::Duration::from_micros(20);
+        let mut best = None;
+        for _ in 0..100 {
+            let before = Instant::now();
+            let wall = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos());
+            let after = Instant::now();
+            let gap = after - before;
+            let anchor = (u64::try_from(wall).unwrap_or(u64::MAX), before + gap / 2);
+            if gap < TIGHT {
+                return anchor;
+            }
+            best = match best {
+                Some((best_gap, _)) if best_gap <= gap => best,
+                _ => Some((gap, anchor)),
+            };
+        }
+        best.map(|(_, anchor)| anchor).expect("tried at least once")
     });
     let elapsed = u64::try_from(ANCHOR.1.elapsed().as_nanos()).unwrap_or(u64::MAX);
     ANCHOR.0.saturating_add(elapsed)
@@ -101,6 +118,9 @@ impl History {
     /// Starts timing a grant: call it right after the acquire returned. The grant is recorded
     /// when the returned guard is [released](TimedGuard::release) or dropped, with its end
     /// taken before the release is sent.
+    ///
+    /// A downgrade's read grant overlaps its write grant by design: time it from the write's
+    /// release, or leave it out.
     ///
     /// Record only the outermost grant of a re-entrant lock: its inner grants share its node
     /// and token, and would count as holders at once.
