@@ -364,4 +364,9 @@ async fn a_single_attempt_makes_no_edge_but_the_locks_taken_under_it_do() {
             ("/it-lock-order/trying/tried", "/it-lock-order/trying/under", 1, None, None)
         ]
     );
+    // Through the API no function is known: the edge says where each recipe was made.
+    let edge = &edges_under(TRYING)[0];
+    let here = |at: Option<&std::panic::Location>| at.is_some_and(|at| at.file().ends_with("lock_order.rs"));
+    assert!(here(edge.held_at) && here(edge.taken_at), "{edge:?}");
+    assert!(edge.to_string().contains("a lock made at tests/recipes/lock_order.rs:"), "{edge}");
 }

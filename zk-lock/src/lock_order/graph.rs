@@ -2,6 +2,7 @@
 //! it first, and the cycles among them.
 
 use std::fmt;
+use std::panic::Location;
 
 use crate::declared::Declaration;
 
@@ -29,6 +30,11 @@ pub struct LockOrderEdge {
     /// The annotated function that took the lock of class `taken`, the first time; `None` for a
     /// lock taken through the API.
     pub taken_by: Option<Declaration>,
+    /// For a held lock taken through the API, where its recipe was made (`Mutex::new` and the
+    /// like; a multi-lock's members, where the multi-lock was).
+    pub held_at: Option<&'static Location<'static>>,
+    /// For a lock of class `taken` taken through the API, where its recipe was made.
+    pub taken_at: Option<&'static Location<'static>>,
 }
 
 impl fmt::Display for LockOrderEdge {
@@ -50,22 +56,23 @@ impl fmt::Display for Made<'_> {
         write!(
             f,
             "{} took `{}` while {} held `{}`",
-            By(edge.taken_by.as_ref()),
+            By(edge.taken_by.as_ref(), edge.taken_at),
             edge.taken,
-            By(edge.held_by.as_ref()),
+            By(edge.held_by.as_ref(), edge.held_at),
             edge.held
         )
     }
 }
 
-/// An annotated function and its place, or a call through the API.
-struct By<'a>(Option<&'a Declaration>);
+/// An annotated function and its place, or a call through the API and where its recipe was made.
+struct By<'a>(Option<&'a Declaration>, Option<&'static Location<'static>>);
 
 impl fmt::Display for By<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(site) => write!(f, "`{}` at {}:{}", site.function, site.file, site.line),
-            None => f.write_str("a call through the API"),
+        match self {
+            By(Some(site), _) => write!(f, "`{}` at {}:{}", site.function, site.file, site.line),
+            By(None, Some(made_at)) => write!(f, "a lock made at {}:{}", made_at.file(), made_at.line()),
+            By(None, None) => f.write_str("a call through the API"),
         }
     }
 }
@@ -289,6 +296,8 @@ mod tests {
             count: 1,
             held_by: site("/held", "first"),
             taken_by: site("/taken", "second"),
+            held_at: None,
+            taken_at: None,
         }
     }
 

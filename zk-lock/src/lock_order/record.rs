@@ -6,6 +6,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
+use std::panic::Location;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 
@@ -22,6 +23,8 @@ pub(crate) struct OrderedLock<'a> {
     pub site: Option<&'static Declaration>,
     /// The template an API caller named (`with_template`).
     pub template: Option<&'static str>,
+    /// Where the recipe was made: named for a lock taken through the API.
+    pub made_at: &'static Location<'static>,
 }
 
 impl OrderedLock<'_> {
@@ -81,6 +84,7 @@ struct HeldLock {
     id: u64,
     class: Cow<'static, str>,
     site: Option<&'static Declaration>,
+    made_at: &'static Location<'static>,
     /// The multi-lock acquisition that took it, if one did.
     together: Option<u64>,
 }
@@ -90,6 +94,8 @@ struct EdgeSeen {
     count: u64,
     held_by: Option<&'static Declaration>,
     taken_by: Option<&'static Declaration>,
+    held_at: &'static Location<'static>,
+    taken_at: &'static Location<'static>,
 }
 
 #[derive(Default)]
@@ -150,7 +156,14 @@ pub(crate) fn acquiring(lock: OrderedLock<'_>) {
         match to.get_mut(&*taken) {
             Some(edge) => edge.count += 1,
             None => {
-                to.insert(Arc::from(&*taken), EdgeSeen { count: 1, held_by: holding.site, taken_by: lock.site });
+                let seen = EdgeSeen {
+                    count: 1,
+                    held_by: holding.site,
+                    taken_by: lock.site,
+                    held_at: holding.made_at,
+                    taken_at: lock.made_at,
+                };
+                to.insert(Arc::from(&*taken), seen);
             }
         }
     }
@@ -168,7 +181,7 @@ pub(crate) fn granted(lock: OrderedLock<'_>) -> Option<Held> {
     let mut recorder = recorder();
     let id = recorder.next_id;
     recorder.next_id += 1;
-    let held = HeldLock { id, class, site: lock.site, together };
+    let held = HeldLock { id, class, site: lock.site, made_at: lock.made_at, together };
     recorder.held.entry(owner).or_default().push(held);
     Some(Held { owner, id })
 }
@@ -183,6 +196,8 @@ pub(crate) fn recorded() -> LockOrder {
             count: edge.count,
             held_by: edge.held_by.copied(),
             taken_by: edge.taken_by.copied(),
+            held_at: edge.held_by.is_none().then_some(edge.held_at),
+            taken_at: edge.taken_by.is_none().then_some(edge.taken_at),
         })
     });
     LockOrder::new(edges.collect())
@@ -194,7 +209,7 @@ mod tests {
     use super::*;
 
     fn api(path: &str) -> OrderedLock<'_> {
-        OrderedLock { path, site: None, template: None }
+        OrderedLock { path, site: None, template: None, made_at: Location::caller() }
     }
 
     /// The recorded edges whose classes start with `prefix`, as (held, taken, count).
@@ -266,7 +281,12 @@ mod tests {
     async fn an_api_lock_named_with_its_template_is_of_the_template_class() {
         let _switch = SWITCH.lock().await;
         set_lock_order_checking(true);
-        let named = |path| OrderedLock { path, site: None, template: Some("/unit-named/account_<id>") };
+        let named = |path| OrderedLock {
+            path,
+            site: None,
+            template: Some("/unit-named/account_<id>"),
+            made_at: Location::caller(),
+        };
         tokio::spawn(async move {
             let first = granted(named("/unit-named/account_1"));
             acquiring(named("/unit-named/account_2"));
@@ -281,7 +301,12 @@ mod tests {
     async fn the_members_of_one_multi_lock_make_edges_only_between_classes() {
         let _switch = SWITCH.lock().await;
         set_lock_order_checking(true);
-        let member = |path| OrderedLock { path, site: None, template: Some("/unit-together/m_<id>") };
+        let member = |path| OrderedLock {
+            path,
+            site: None,
+            template: Some("/unit-together/m_<id>"),
+            made_at: Location::caller(),
+        };
         tokio::spawn(async move {
             let before = granted(api("/unit-together/before"));
             let members = together(async {

@@ -1,6 +1,7 @@
 //! [`MultiLock`]: several locks taken as one, in an order that cannot deadlock.
 
 use std::future::Future;
+use std::panic::Location;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -80,13 +81,18 @@ pub struct MultiLock {
 
 impl MultiLock {
     /// Mutexes at `paths`, on the registry's default client.
+    #[track_caller]
     pub fn new<P: Into<String>>(paths: impl IntoIterator<Item = P>) -> Self {
-        Self::from_members(paths.into_iter().map(|path| MultiMember::Mutex(Mutex::new(path))))
+        let made_at = Location::caller();
+        Self::from_members(paths.into_iter().map(|path| MultiMember::Mutex(Mutex::new(path).made_at(made_at))))
     }
 
     /// Mutexes at `paths` on `client`.
+    #[track_caller]
     pub fn with_client<P: Into<String>>(client: &Client, paths: impl IntoIterator<Item = P>) -> Self {
-        Self::from_members(paths.into_iter().map(|path| MultiMember::Mutex(Mutex::with_client(client, path))))
+        let made_at = Location::caller();
+        let member = |path| MultiMember::Mutex(Mutex::with_client(client, path).made_at(made_at));
+        Self::from_members(paths.into_iter().map(member))
     }
 
     /// Any mix of locks: mutexes, read and write sides of read/write locks.

@@ -1,6 +1,7 @@
 //! [`Mutex`]: Curator's `InterProcessMutex`, re-entrant per tokio task.
 
 use std::fmt;
+use std::panic::Location;
 use std::time::Duration;
 
 use super::patience::Patience;
@@ -36,17 +37,26 @@ impl Mutex {
     ///
     /// The path is checked when locking: an invalid one makes every lock call fail with
     /// [`Error::InvalidPath`](crate::Error::InvalidPath).
+    #[track_caller]
     pub fn new(path: impl Into<String>) -> Self {
         Self::on(LockTarget::new(None, path.into()))
     }
 
     /// A mutex at `path` on `client`.
+    #[track_caller]
     pub fn with_client(client: &Client, path: impl Into<String>) -> Self {
         Self::on(LockTarget::new(Some(client), path.into()))
     }
 
     pub(crate) fn on(target: LockTarget) -> Self {
         Self { target }
+    }
+
+    /// Where it was made, for lock-order checking's reports (a multi-lock's members: the
+    /// multi-lock's own construction).
+    pub(crate) fn made_at(mut self, at: &'static Location<'static>) -> Self {
+        self.target.made_at = at;
+        self
     }
 
     /// Names the template this lock's path was made from (`"/orders/<id>"`): the `template`

@@ -49,11 +49,13 @@ pub struct RwLock {
 impl RwLock {
     /// A read/write lock at `path`, on the registry's default client. The path is checked
     /// when locking.
+    #[track_caller]
     pub fn new(path: impl Into<String>) -> Self {
         Self::on(LockTarget::new(None, path.into()))
     }
 
     /// A read/write lock at `path` on `client`.
+    #[track_caller]
     pub fn with_client(client: &Client, path: impl Into<String>) -> Self {
         Self::on(LockTarget::new(Some(client), path.into()))
     }

@@ -67,11 +67,13 @@ impl Semaphore {
     ///
     /// The path and the limit are checked when acquiring: an invalid path fails with
     /// [`Error::InvalidPath`], a limit of 0 with [`Error::InvalidArgument`].
+    #[track_caller]
     pub fn new(path: impl Into<String>, max_leases: u32) -> Self {
         Self::on(LockTarget::new(None, path.into()), max_leases)
     }
 
     /// A semaphore at `path` allowing `max_leases` leases at once, on `client`.
+    #[track_caller]
     pub fn with_client(client: &Client, path: impl Into<String>, max_leases: u32) -> Self {
         Self::on(LockTarget::new(Some(client), path.into()), max_leases)
     }
@@ -84,11 +86,13 @@ impl Semaphore {
     /// `SharedCountReader` constructor), on the registry's default client. A change of the count
     /// is seen at once by waiting requests; a count of 0 or less grants nothing until it rises.
     /// The count is started by the first acquisition if it was not started yet.
+    #[track_caller]
     pub fn with_count(path: impl Into<String>, count: SharedCount) -> Self {
         Self::build(LockTarget::new(None, path.into()), Limit::Shared(count))
     }
 
     /// As [`with_count`](Self::with_count), on `client` (the count may use another client).
+    #[track_caller]
     pub fn with_client_and_count(client: &Client, path: impl Into<String>, count: SharedCount) -> Self {
         Self::build(LockTarget::new(Some(client), path.into()), Limit::Shared(count))
     }

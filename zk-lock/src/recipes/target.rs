@@ -2,6 +2,7 @@
 //! data, and the re-entrant acquisition they share; for an annotated function, the declaration
 //! of its lock (the site lock-order checking reports).
 
+use std::panic::Location;
 use std::sync::Arc;
 
 use super::acquire_loop;
@@ -28,11 +29,16 @@ pub(crate) struct LockTarget {
     site: Option<&'static Declaration>,
     /// The template an API caller named with `with_template`.
     template: Option<&'static str>,
+    /// Where the recipe was made (`Mutex::new` and the like), which lock-order checking names
+    /// for a lock taken through the API.
+    pub made_at: &'static Location<'static>,
 }
 
 impl LockTarget {
+    #[track_caller]
     pub(crate) fn new(client: Option<&Client>, path: String) -> Self {
-        Self { client: client.cloned(), path, data: None, site: None, template: None }
+        let made_at = Location::caller();
+        Self { client: client.cloned(), path, data: None, site: None, template: None, made_at }
     }
 
     /// The lock of the annotated function declared at `site`.
@@ -43,7 +49,7 @@ impl LockTarget {
 
     /// This lock as lock-order checking sees it.
     pub(crate) fn ordered(&self) -> OrderedLock<'_> {
-        OrderedLock { path: &self.path, site: self.site, template: self.template }
+        OrderedLock { path: &self.path, site: self.site, template: self.template, made_at: self.made_at }
     }
 
     pub(crate) fn set_template(&mut self, template: &'static str) {
