@@ -7,12 +7,13 @@
 
 use std::time::Duration;
 
+use tokio::task::JoinHandle;
 use tokio::time::{timeout, Instant};
-use zk_lock::testing::{children, wait_for_children, Proxy};
-use zk_lock::{Client, Error, LostReason, Mutex, RwLock, Semaphore, SharedCount};
+use zk_lock::testing::{children, Proxy};
+use zk_lock::{Client, Error, LostReason, Mutex, MutexGuard, RwLock, Semaphore, SharedCount};
 
 use crate::support::kazoo::{KazooLock, Recipe};
-use crate::support::{client_with_session_timeout, new_client, server, unique_name, PATIENCE};
+use crate::support::{client_with_session_timeout, new_client, queue_of, server, unique_name, PATIENCE};
 
 /// Long, so that a grant within a fraction of it can only come from the close.
 const LONG_SESSION: Duration = Duration::from_secs(20);
@@ -21,11 +22,22 @@ fn lock_path(name: &str) -> String {
     format!("/it-close/{}", unique_name(name))
 }
 
-async fn queue_of(observer: &Client, path: &str, len: usize) -> Vec<String> {
-    timeout(PATIENCE, wait_for_children(observer, path, |nodes| nodes.len() == len))
+/// An acquisition of the mutex at `path` through `client`, waiting in a task of its own.
+fn waiting_for(client: &Client, path: &str) -> JoinHandle<zk_lock::Result<MutexGuard>> {
+    let (client, path) = (client.clone(), path.to_owned());
+    tokio::spawn(async move { Mutex::with_client(&client, path).lock_timeout(PATIENCE).await })
+}
+
+/// A client whose link to the shared server goes through a proxy the test can cut.
+async fn behind_a_proxy(session_timeout: Duration) -> (Proxy, Client) {
+    let proxy = Proxy::start(server().connect_string()).expect("start proxy");
+    let client = Client::builder(proxy.connect_string())
+        .session_timeout(session_timeout)
+        .connect_timeout(PATIENCE)
+        .connect()
         .await
-        .unwrap_or_else(|_| panic!("`{path}` never had {len} nodes"))
-        .unwrap()
+        .expect("connect through the proxy");
+    (proxy, client)
 }
 
 #[tokio::test]
@@ -61,10 +73,7 @@ async fn a_closed_client_ends_its_waiting_acquisitions_and_refuses_later_ones() 
     let other = new_client().await;
     let held_elsewhere = Mutex::with_client(&other, &path).lock().await.unwrap();
     let closing = new_client().await;
-    let waiting = {
-        let (client, path) = (closing.clone(), path.clone());
-        tokio::spawn(async move { Mutex::with_client(&client, path).lock_timeout(PATIENCE).await })
-    };
+    let waiting = waiting_for(&closing, &path);
     queue_of(&observer, &path, 2).await;
 
     closing.close().await;
@@ -103,8 +112,7 @@ const PARTITIONED_SESSION: Duration = Duration::from_secs(3);
 async fn closing_a_cut_off_client_tells_its_holders_at_once_and_ends_the_session_after_the_heal() {
     let path = lock_path("cut-off");
     let observer = new_client().await;
-    let proxy = Proxy::start(server().connect_string()).expect("start proxy");
-    let cut_off = Client::builder(proxy.connect_string()).session_timeout(PARTITIONED_SESSION).connect().await.unwrap();
+    let (proxy, cut_off) = behind_a_proxy(PARTITIONED_SESSION).await;
     let guard = Mutex::with_client(&cut_off, &path).lock().await.unwrap();
 
     proxy.cut();
@@ -136,13 +144,9 @@ const RETIRED_SESSION: Duration = Duration::from_secs(6);
 async fn closing_ends_a_session_in_retirement_without_waiting_for_its_expiry() {
     let path = lock_path("retiring");
     let observer = new_client().await;
-    let proxy = Proxy::start(server().connect_string()).expect("start proxy");
-    let cut_off = Client::builder(proxy.connect_string()).session_timeout(RETIRED_SESSION).connect().await.unwrap();
+    let (proxy, cut_off) = behind_a_proxy(RETIRED_SESSION).await;
     let guard = Mutex::with_client(&cut_off, &path).lock().await.unwrap();
-    let waiter = {
-        let (client, path) = (new_client().await, path.clone());
-        tokio::spawn(async move { Mutex::with_client(&client, path).lock_timeout(PATIENCE).await })
-    };
+    let waiter = waiting_for(&new_client().await, &path);
     queue_of(&observer, &path, 2).await;
 
     proxy.cut();
@@ -170,10 +174,7 @@ async fn closing_a_wrapped_session_removes_its_waiting_nodes() {
     let held = Mutex::with_client(&holder, &path).lock().await.unwrap();
     let zk = zookeeper_client::Client::connect(&server().connect_string()).await.unwrap();
     let wrapped = Client::from_zookeeper(zk.clone());
-    let waiting = {
-        let (client, path) = (wrapped.clone(), path.clone());
-        tokio::spawn(async move { Mutex::with_client(&client, path).lock_timeout(PATIENCE).await })
-    };
+    let waiting = waiting_for(&wrapped, &path);
     queue_of(&observer, &path, 2).await;
 
     wrapped.close().await;
@@ -195,17 +196,8 @@ async fn closing_ends_an_acquisition_that_is_opening_a_new_session() {
     let observer = new_client().await;
     let holder = new_client().await;
     let held = Mutex::with_client(&holder, &path).lock().await.unwrap();
-    let proxy = Proxy::start(server().connect_string()).expect("start proxy");
-    let cut_off = Client::builder(proxy.connect_string())
-        .session_timeout(SESSION)
-        .connect_timeout(PATIENCE)
-        .connect()
-        .await
-        .unwrap();
-    let waiting = {
-        let (client, path) = (cut_off.clone(), path.clone());
-        tokio::spawn(async move { Mutex::with_client(&client, path).lock_timeout(PATIENCE).await })
-    };
+    let (proxy, cut_off) = behind_a_proxy(SESSION).await;
+    let waiting = waiting_for(&cut_off, &path);
     queue_of(&observer, &path, 2).await;
 
     proxy.cut();

@@ -9,11 +9,10 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::time::{timeout, Instant};
-use zk_lock::testing::wait_for_children;
 
 use crate::support::examples::{example_binary, number, run_example};
 use crate::support::kazoo::{KazooLock, Recipe};
-use crate::support::{new_client, scratch_dir, server, PATIENCE};
+use crate::support::{new_client, queue_of, scratch_dir, server, PATIENCE};
 
 /// Runs the example with a small load and its own database, and returns its JSON results.
 fn run(name: &str, stock: i64, extra: &[&str]) -> (Value, String) {
@@ -136,13 +135,6 @@ async fn get(address: String, path: String) -> String {
     let mut answer = String::new();
     stream.read_to_string(&mut answer).await.unwrap();
     answer
-}
-
-async fn queue_of(observer: &zk_lock::Client, path: &str, len: usize) {
-    timeout(PATIENCE, wait_for_children(observer, path, |nodes| nodes.len() == len))
-        .await
-        .unwrap_or_else(|_| panic!("`{path}` never had {len} nodes"))
-        .unwrap();
 }
 
 /// An instance's `/metrics` page (Prometheus' text format) while requests wait for one

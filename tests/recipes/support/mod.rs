@@ -52,6 +52,14 @@ pub fn within_one_heartbeat() -> Duration {
     FAST_HEARTBEAT_SESSION / 9 + Duration::from_millis(400)
 }
 
+/// Waits until the lock queue at `path` has `len` nodes (`wait_for_children` bounds the wait),
+/// and returns them.
+pub async fn queue_of(observer: &Client, path: &str, len: usize) -> Vec<String> {
+    zk_lock::testing::wait_for_children(observer, path, |nodes| nodes.len() == len)
+        .await
+        .unwrap_or_else(|e| panic!("`{path}` never had {len} nodes: {e}"))
+}
+
 /// A name no earlier run used (process id and clock), so a reused ZooKeeper or target directory
 /// cannot interfere.
 pub fn unique_name(name: &str) -> String {

@@ -134,7 +134,7 @@ impl Client {
     /// [`Error::ClientClosed`] once [`close`](Self::close) was called.
     pub(crate) fn refuse_if_closed(&self, path: &str) -> Result<()> {
         match self.is_closed() {
-            true => Err(Error::ClientClosed { path: path.to_owned() }),
+            true => Err(closed_error(path)),
             false => Ok(()),
         }
     }
@@ -150,7 +150,7 @@ impl Client {
         // A close does not wait for a connection that may take the whole connect timeout.
         let fresh = tokio::select! {
             opened = open_session(self.inner.config.clone()) => opened?,
-            () = self.closed() => return Err(Error::ClientClosed { path: path.to_owned() }),
+            () = self.closed() => return Err(closed_error(path)),
         };
         *self.inner.session.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
         {
@@ -161,8 +161,7 @@ impl Client {
         // Closed while it was being opened: `close` may have missed it, so it ends here, in the
         // background rather than in the acquisition that opened it.
         if let Err(closed) = self.refuse_if_closed(path) {
-            let timeout = self.inner.config.session_timeout;
-            background::spawn(async move { fresh.close(timeout).await });
+            background::spawn(async move { fresh.close().await });
             return Err(closed);
         }
         Ok(fresh)
@@ -193,8 +192,7 @@ impl Client {
     pub async fn close(&self) {
         self.inner.closed.update(|closed| (closed == 0).then_some(1), |_| {});
         let sessions = self.inner.sessions.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let timeout = self.inner.config.session_timeout;
-        futures::future::join_all(sessions.iter().map(|session| session.close(timeout))).await;
+        futures::future::join_all(sessions.iter().map(|session| session.close())).await;
     }
 
     /// Whether [`close`](Self::close) was called on this client or a clone of it.
@@ -220,6 +218,10 @@ impl Client {
     pub(crate) fn holds(&self) -> &Arc<HoldTable> {
         &self.inner.holds
     }
+}
+
+fn closed_error(path: &str) -> Error {
+    Error::ClientClosed { path: path.to_owned() }
 }
 
 impl fmt::Debug for Client {

@@ -15,28 +15,24 @@ use super::switch::lock_order_checking;
 use crate::declared::Declaration;
 use crate::holder::Owner;
 
-/// A lock as lock-order checking sees it: a path, and the annotated function that takes it.
+/// A lock as lock-order checking sees it: a path, the template it was rendered from, and the
+/// annotated function that takes it.
 #[derive(Clone, Copy)]
 pub(crate) struct OrderedLock<'a> {
     pub path: &'a str,
+    /// The annotated function's template, or the one named through the API (`with_template`).
+    pub template: Option<&'static str>,
     /// `None` for a lock taken through the API.
     pub site: Option<&'static Declaration>,
-    /// The template an API caller named (`with_template`).
-    pub template: Option<&'static str>,
     /// Where the recipe was made: named for a lock taken through the API.
     pub made_at: &'static Location<'static>,
 }
 
 impl OrderedLock<'_> {
-    /// The lock's class: the template of its annotated function (or the one named through the
-    /// API) without the placeholders' names (`/account_<from>` and `/account_<to>` are one class,
-    /// `/account_<_>`), or else the path.
+    /// The lock's class: its template without the placeholders' names (`/account_<from>` and
+    /// `/account_<to>` are one class, `/account_<_>`), or else its path.
     fn class(&self) -> Cow<'static, str> {
-        match (self.site, self.template) {
-            (Some(site), _) => template_class(site.template),
-            (None, Some(template)) => template_class(template),
-            (None, None) => Cow::Owned(self.path.to_owned()),
-        }
+        self.template.map_or_else(|| Cow::Owned(self.path.to_owned()), template_class)
     }
 }
 
@@ -114,13 +110,13 @@ fn recorder() -> MutexGuard<'static, Recorder> {
 }
 
 tokio::task_local! {
-    /// The multi-lock acquisition the task is in: its members are taken in an order of their own
-    /// (sorted paths) that cannot deadlock, so they make no edges among themselves.
+    /// The multi-lock acquisition the task is in: its members are taken in sorted order, so two
+    /// of one class make no edge between them.
     static TOGETHER: u64;
 }
 
-/// Runs `acquire`, the acquisition of a multi-lock's members, as one: the members make edges
-/// from the locks held before, not among themselves.
+/// Runs `acquire`, the acquisition of a multi-lock's members, as one: its members of one class
+/// make no edge between them (see [`acquiring`]).
 pub(crate) async fn together<F: Future>(acquire: F) -> F::Output {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     TOGETHER.scope(NEXT.fetch_add(1, Ordering::Relaxed), acquire).await

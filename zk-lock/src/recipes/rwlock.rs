@@ -13,7 +13,6 @@ use crate::engine::{Claim, Grant};
 use crate::error::{Error, Result};
 use crate::holds::HeldNode;
 use crate::layout::{downgraded_read_name, new_protected_prefix, Recipe};
-use crate::lock_order;
 use crate::path::ChildPath;
 use crate::trace;
 use crate::zk::Reconnects;
@@ -223,10 +222,7 @@ impl RwLock {
             create_downgrade_node(&session.zk, &node_path, &self.target.node_data(), client.node_acls()).await?;
         let granted =
             Grant { session, node_path: node_path.into(), token, losses_seen, local: None, claim: Some(claim) };
-        let order = lock_order::granted(self.target.ordered());
-        let (path, template) = (&self.target.path, self.target.template());
-        let key = self.target.key(Recipe::Read);
-        Ok(HeldNode::new(client.holds(), Recipe::Read, key, path, template, granted, order))
+        Ok(self.target.hold(&client, Recipe::Read, self.target.key(Recipe::Read), granted))
     }
 }
 

@@ -17,7 +17,6 @@ use crate::engine::{Grant, LeaseAttempt, LeaseLimit, LeaseSpec};
 use crate::error::{Error, Result};
 use crate::holds::HeldNode;
 use crate::layout::Recipe;
-use crate::lock_order;
 use crate::path::validate_lock_path;
 use crate::trace;
 
@@ -284,10 +283,7 @@ impl Semaphore {
                 CurrentLimit::Shared(count.subscribe())
             }
         };
-        // A single attempt never waits, so it cannot deadlock: no edge (lockdep's trylock).
-        if patience.may_wait() {
-            lock_order::acquiring(self.target.ordered());
-        }
+        self.target.note_acquiring(patience);
         let data = self.target.node_data();
         let spec = LeaseSpec { path, count: n as usize, data: &data, uncontended: &self.uncontended };
         trace::acquisition(recipe, path, self.target.template(), async {
@@ -308,8 +304,7 @@ impl Semaphore {
                         local: None,
                         claim: lease.claim,
                     };
-                    let order = lock_order::granted(self.target.ordered());
-                    HeldNode::new(client.holds(), recipe, key, path, self.target.template(), lease, order)
+                    self.target.hold(client, recipe, key, lease)
                 })
                 .collect();
             Ok(holds)

@@ -9,7 +9,7 @@ use super::acquire_loop;
 use super::patience::Patience;
 use crate::client::Client;
 use crate::declared::Declaration;
-use crate::engine::{LockAttempt, LockSpec};
+use crate::engine::{Grant, LockAttempt, LockSpec};
 use crate::error::Result;
 use crate::holder::describe_current_holder;
 use crate::holds::HeldNode;
@@ -48,8 +48,14 @@ impl LockTarget {
     }
 
     /// This lock as lock-order checking sees it.
-    pub(crate) fn ordered(&self) -> OrderedLock<'_> {
-        OrderedLock { path: &self.path, site: self.site, template: self.template, made_at: self.made_at }
+    fn ordered(&self) -> OrderedLock<'_> {
+        OrderedLock { path: &self.path, template: self.named_template(), site: self.site, made_at: self.made_at }
+    }
+
+    /// The template this lock's path was rendered from: its annotated function's, or the one
+    /// named through the API.
+    fn named_template(&self) -> Option<&'static str> {
+        self.site.map(|site| site.template).or(self.template)
     }
 
     pub(crate) fn set_template(&mut self, template: &'static str) {
@@ -73,14 +79,26 @@ impl LockTarget {
         Ok(client)
     }
 
-    /// The label of this lock's path in the metrics: the template of the annotated function that
-    /// takes it, or the one named through the API, or [`UNANNOTATED`](crate::metrics::UNANNOTATED).
+    /// The label of this lock's path in the metrics: its named template, or
+    /// [`UNANNOTATED`](crate::metrics::UNANNOTATED).
     pub(crate) fn template(&self) -> &'static str {
-        match (self.site, self.template) {
-            (Some(site), _) => site.template,
-            (None, Some(template)) => template,
-            (None, None) => crate::metrics::UNANNOTATED,
+        self.named_template().unwrap_or(crate::metrics::UNANNOTATED)
+    }
+
+    /// The current holder starts to acquire this lock with `patience`: an edge for lock-order
+    /// checking, unless it is a single attempt, which never waits and so cannot deadlock
+    /// (lockdep's trylock).
+    pub(crate) fn note_acquiring(&self, patience: Patience) {
+        if patience.may_wait() {
+            lock_order::acquiring(self.ordered());
         }
+    }
+
+    /// The hold of a node of `recipe` granted in `granted`, entered in `client`'s table under
+    /// `key`, counted in the metrics and among its holder's locks.
+    pub(crate) fn hold(&self, client: &Client, recipe: Recipe, key: String, granted: Grant) -> Arc<HeldNode> {
+        let order = lock_order::granted(self.ordered());
+        HeldNode::new(client.holds(), recipe, key, &self.path, self.template(), granted, order)
     }
 
     /// The key of this lock in the client's table of holds, for `recipe`.
@@ -95,10 +113,7 @@ impl LockTarget {
         if let Some(held) = HeldNode::held_by_current_task(client.holds(), &key) {
             return held.reenter();
         }
-        // A single attempt never waits, so it cannot deadlock: no edge (lockdep's trylock).
-        if patience.may_wait() {
-            lock_order::acquiring(self.ordered());
-        }
+        self.note_acquiring(patience);
         let data = self.node_data();
         let spec = LockSpec { path: &self.path, queue: recipe.queue(), data: &data };
         trace::acquisition(recipe, &self.path, self.template(), async {
@@ -106,8 +121,7 @@ impl LockTarget {
             let start = |session, may_wait| LockAttempt::new(session, &spec, acls, may_wait);
             // Boxed: the span around it would otherwise hold the loop's future a second time.
             let grant = Box::pin(acquire_loop::acquire(client, &self.path, patience, start)).await?;
-            let order = lock_order::granted(self.ordered());
-            Ok(HeldNode::new(client.holds(), recipe, key, &self.path, self.template(), grant, order))
+            Ok(self.hold(client, recipe, key, grant))
         })
         .await
     }

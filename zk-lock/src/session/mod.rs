@@ -14,7 +14,6 @@ mod retire;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -78,14 +77,14 @@ impl Session {
 
     /// Ends the session: its locks are reported lost (`SessionClosed`) first, then it is closed
     /// on the server, which deletes its nodes. Resolves once the server confirmed it, or after
-    /// `patience` (the session's timeout: by then an unreachable server has expired it anyway).
-    /// A session opened by the user is only reported lost: it ends when the user drops it.
-    pub(crate) async fn close(&self, patience: Duration) {
+    /// the session timeout (by then an unreachable server has expired it anyway). A session
+    /// opened by the user is only reported lost: it ends when the user drops it.
+    pub(crate) async fn close(&self) {
         self.end.ask_close();
         // The monitor declares the loss at once (or did, before a retirement).
         self.terminated().await;
         if self.closable {
-            let _ = tokio::time::timeout(patience, self.end.confirmed()).await;
+            let _ = tokio::time::timeout(self.zk.session_timeout(), self.end.confirmed()).await;
         }
     }
 
