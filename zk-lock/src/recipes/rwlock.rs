@@ -222,7 +222,7 @@ impl RwLock {
             create_downgrade_node(&session.zk, &node_path, &self.target.node_data(), client.node_acls()).await?;
         let granted =
             Grant { session, node_path: node_path.into(), token, losses_seen, local: None, claim: Some(claim) };
-        Ok(self.target.hold(&client, Recipe::Read, self.target.key(Recipe::Read), granted))
+        Ok(self.target.hold(client, Recipe::Read, self.target.key(Recipe::Read), granted))
     }
 }
 
