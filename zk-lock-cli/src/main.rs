@@ -14,7 +14,6 @@ mod terminal;
 mod tree;
 mod watch;
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use args::{Args, Command};
@@ -92,8 +91,7 @@ const CLOSE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Writes to stdout; a closed pipe (`zk-lock tree / | head`) is not worth a panic.
 fn print(text: &str) -> u8 {
-    let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+    match output::write_stdout(text) {
         Ok(()) => error::SUCCESS,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => error::SUCCESS,
         Err(e) => {

@@ -1,5 +1,6 @@
 //! Rendering: aligned tables, human durations, session ids and participants as JSON.
 
+use std::io::{self, Write};
 use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::{json, Value};
@@ -168,6 +169,13 @@ pub fn participant_json(position: usize, p: &Participant) -> Value {
         "age_ms": p.age.as_millis() as u64,
         "age": human_duration(p.age),
     })
+}
+
+/// Writes `text` to stdout and flushes it: every command's output goes through here.
+pub fn write_stdout(text: &str) -> io::Result<()> {
+    let mut stdout = io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.flush()
 }
 
 #[cfg(test)]

@@ -74,6 +74,11 @@ impl Dumps {
         Self { servers, answered: None, failed: None, timeout }
     }
 
+    /// What server `i` told: the time each session has `left`.
+    fn told_by(&self, i: usize, left: HashMap<i64, Duration>) -> SessionExpiry {
+        SessionExpiry { from: Some(self.servers[i].to_string()), unknown: None, left }
+    }
+
     /// Asks for `dump`: the server that answered last, else every server at once, taking the
     /// first that lists session expiry. `renewed` is an instant before the latest request
     /// `client` sent (which renewed its session). Failures are reasons in the result; after one,
@@ -88,7 +93,7 @@ impl Dumps {
         let own = OwnSession { id: zookeeper.session_id().0, timeout: zookeeper.session_timeout(), renewed };
         if let Some(i) = self.answered {
             if let Ok(left) = ask(self.servers[i].clone(), self.timeout).await.and_then(|answer| own.measure(&answer)) {
-                return SessionExpiry { from: Some(self.servers[i].to_string()), unknown: None, left };
+                return self.told_by(i, left);
             }
         }
         self.answered = None;
@@ -102,7 +107,7 @@ impl Dumps {
             match answer.and_then(|answer| own.measure(&answer)) {
                 Ok(left) => {
                     (self.answered, self.failed) = (Some(i), None);
-                    return SessionExpiry { from: Some(self.servers[i].to_string()), unknown: None, left };
+                    return self.told_by(i, left);
                 }
                 Err(reason) => reasons[i] = format!("{}: {reason}", self.servers[i]),
             }

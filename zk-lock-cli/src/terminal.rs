@@ -1,9 +1,11 @@
 //! `watch`'s screen on a terminal: the report redrawn in place on the alternate screen, which is
 //! left when the screen is dropped (also on an error or a panic), restoring what was there.
 
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, IsTerminal};
 
 use tokio::signal::unix::{signal, Signal, SignalKind};
+
+use crate::output::write_stdout;
 
 /// Switches to the alternate screen, hides the cursor and turns off line wrapping (long lines are
 /// cut at the edge, so one line of text is one row).
@@ -33,7 +35,7 @@ impl Screen {
         }
         let resized = signal(SignalKind::window_change())?;
         let screen = Screen { resized, frame: String::new() };
-        write_all(ENTER)?;
+        write_stdout(ENTER)?;
         Ok(Some(screen))
     }
 
@@ -55,7 +57,7 @@ impl Screen {
     /// Writing to the terminal failed.
     pub fn redraw(&self) -> io::Result<()> {
         let rows = rustix::termios::tcgetwinsize(io::stdout()).map_or(0, |size| usize::from(size.ws_row));
-        write_all(&fit(&self.frame, rows))
+        write_stdout(&fit(&self.frame, rows))
     }
 
     /// Resolves when the terminal has been resized.
@@ -71,7 +73,7 @@ impl Screen {
 impl Drop for Screen {
     fn drop(&mut self) {
         // Nothing to do about a terminal that cannot be written to any more.
-        let _ = write_all(LEAVE);
+        let _ = write_stdout(LEAVE);
     }
 }
 
@@ -90,12 +92,6 @@ fn fit(frame: &str, rows: usize) -> String {
     out.push_str(ERASE_LINE);
     out.push_str("\x1b[J");
     out
-}
-
-fn write_all(text: &str) -> io::Result<()> {
-    let mut stdout = io::stdout().lock();
-    stdout.write_all(text.as_bytes())?;
-    stdout.flush()
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! `zk-lock watch <path>`: `inspect`'s report kept current until the process is interrupted.
 
 use std::future::Future;
-use std::io::{self, Write};
+use std::io;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
@@ -12,7 +12,7 @@ use zookeeper_client::{AddWatchMode, EventType, PersistentWatcher, WatchedEvent}
 use crate::calendar::utc;
 use crate::error::{self, CliError};
 use crate::inspect::{self, Snapshot};
-use crate::output::Report;
+use crate::output::{write_stdout, Report};
 use crate::session_expiry::Dumps;
 use crate::terminal::Screen;
 
@@ -74,15 +74,12 @@ pub async fn run(
             tokio::select! {
                 () = tokio::time::sleep_until(next) => break,
                 event = changes.changed() => {
-                    settle(&mut changes, event).await?;
+                    ended(&event)?;
                     // A busy lock changes all the time: each refresh reads the queue and asks a
-                    // server for `dump`, so changes refresh at most every `MIN_GAP`.
+                    // server for `dump`, so changes refresh at most every `MIN_GAP`, once for
+                    // all the changes meanwhile.
                     tokio::time::sleep_until(refreshed + MIN_GAP.min(interval)).await;
-                    tokio::select! {
-                        biased;
-                        event = changes.changed() => settle(&mut changes, event).await?,
-                        () = std::future::ready(()) => {}
-                    }
+                    drain(&mut changes).await?;
                     break;
                 }
                 () = display.resized() => display.redraw().map_err(|e| cannot_write(&e))?,
@@ -94,19 +91,23 @@ pub async fn run(
 /// The shortest time between two refreshes made for changes.
 const MIN_GAP: Duration = Duration::from_millis(250);
 
-/// Takes `event` and every other event already queued (one refresh for a burst of changes);
-/// fails if the session has ended, after which the watcher must not be polled again.
-async fn settle(changes: &mut PersistentWatcher, mut event: WatchedEvent) -> Result<(), CliError> {
+/// Fails if `event` says the session ended, after which the watcher must not be polled again.
+fn ended(event: &WatchedEvent) -> Result<(), CliError> {
+    if event.event_type == EventType::Session && event.session_state.is_terminated() {
+        return Err(CliError::connect(format!(
+            "the zookeeper session ended ({:?}); run `zk-lock watch` again",
+            event.session_state
+        )));
+    }
+    Ok(())
+}
+
+/// Takes every event already queued, as [`ended`] checks them.
+async fn drain(changes: &mut PersistentWatcher) -> Result<(), CliError> {
     loop {
-        if event.event_type == EventType::Session && event.session_state.is_terminated() {
-            return Err(CliError::connect(format!(
-                "the zookeeper session ended ({:?}); run `zk-lock watch` again",
-                event.session_state
-            )));
-        }
         tokio::select! {
             biased;
-            next = changes.changed() => event = next,
+            event = changes.changed() => ended(&event)?,
             () = std::future::ready(()) => return Ok(()),
         }
     }
@@ -140,9 +141,9 @@ impl Display {
             Self::Json => {
                 let mut document = report.json;
                 document["time_ms"] = json!(now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64));
-                write_all(&format!("{document}\n"))
+                write_stdout(&format!("{document}\n"))
             }
-            Self::Blocks => write_all(&format!("{}\n", frame(path, &report, now, interval, ""))),
+            Self::Blocks => write_stdout(&format!("{}\n", frame(path, &report, now, interval, ""))),
             Self::Screen(screen) => screen.draw(&frame(path, &report, now, interval, "; Ctrl-C quits")),
         }
     }
@@ -175,10 +176,4 @@ fn frame(path: &str, report: &Report, now: SystemTime, interval: Duration, hint:
         text.push_str(&format!("{warning}\n"));
     }
     text
-}
-
-fn write_all(text: &str) -> io::Result<()> {
-    let mut stdout = io::stdout().lock();
-    stdout.write_all(text.as_bytes())?;
-    stdout.flush()
 }

@@ -403,6 +403,8 @@ async fn inspect_shows_the_time_held_growing_and_the_session_time_left() {
             break;
         }
         assert!(Instant::now() < deadline, "the time held did not grow from {held_first}ms: {doc}");
+        // Paces the polling (each pass starts a process and a session), as `Tmux::wait_for` does.
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
     // The table shows the same: whole seconds left, held for more than 1.5s.

@@ -14,9 +14,8 @@ use zk_lock::{Client, Error, Mutex, RwLock, Semaphore};
 /// Bounds every acquisition and wait, so that a broken lock fails the test instead of hanging it.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A lock path no other test (or earlier run against the shared server) uses.
 fn unique_path(name: &str) -> String {
-    format!("/testing-history-{name}-{}-{}", std::process::id(), now_ns())
+    crate::unique_path("history", name)
 }
 
 /// A client with a session of its own.

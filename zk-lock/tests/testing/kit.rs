@@ -17,10 +17,8 @@ fn persistent() -> zookeeper_client::CreateOptions<'static> {
     CreateMode::Persistent.with_acls(Acls::anyone_all())
 }
 
-/// A node path no other test (or earlier run against the shared server) uses.
 fn unique_path(name: &str) -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    format!("/testing-kit-{name}-{}-{nanos}", std::process::id())
+    crate::unique_path("kit", name)
 }
 
 async fn connect(connect_string: &str) -> Client {

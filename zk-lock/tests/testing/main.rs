@@ -6,6 +6,12 @@
 //! enables the feature through the root package's dev-dependency).
 #![cfg(feature = "testing")]
 
+/// A node path under `/testing-<area>` that no other test (or earlier run against the shared
+/// server) uses.
+fn unique_path(area: &str, name: &str) -> String {
+    format!("/testing-{area}-{name}-{}-{}", std::process::id(), zk_lock::testing::now_ns())
+}
+
 mod history_recording;
 mod history_rules;
 mod kit;

@@ -109,9 +109,9 @@ pub struct TimedGuard<'h, G: TimedLock> {
     start: u64,
     /// `None` once handed to the release.
     guard: Option<G>,
-    /// Set when the release starts: the end of the hold and how the lock stood then.
+    /// Set when the release starts: the end of the hold and how the lock stood then. With no
+    /// guard either, the grant is recorded.
     ended: Option<(u64, Option<Outcome>)>,
-    recorded: bool,
 }
 
 impl History {
@@ -135,7 +135,6 @@ impl History {
             start,
             guard: Some(guard),
             ended: None,
-            recorded: false,
         }
     }
 
@@ -222,7 +221,7 @@ impl<G: TimedLock> TimedGuard<'_, G> {
     }
 
     fn finish(&mut self, end: u64, outcome: Outcome) {
-        self.recorded = true;
+        self.ended = None;
         self.history.record(Grant {
             holder: std::mem::take(&mut self.holder),
             kind: self.kind,
@@ -247,16 +246,14 @@ impl<G: TimedLock> Drop for TimedGuard<'_, G> {
     /// Records a grant whose guard was dropped (a panic or a cancellation in the critical
     /// section, or a release cancelled), before the guard itself is dropped.
     fn drop(&mut self) {
-        if self.recorded {
-            return;
-        }
         let (end, outcome) = match (self.ended.take(), &self.guard) {
             (Some((end, lost)), _) => (end, lost.unwrap_or(Outcome::Dropped)),
             (None, Some(guard)) => {
                 let end = now_ns();
                 (end, if guard.is_held() { Outcome::Dropped } else { lost_outcome(guard) })
             }
-            (None, None) => unreachable!("the guard is only taken by a release, which sets the end"),
+            // Released: recorded already.
+            (None, None) => return,
         };
         self.finish(end, outcome);
     }
