@@ -102,7 +102,7 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> TokenStream {
     let bind_guard = args.guard.as_ref().map(|name| quote!(let #name = &#guard;));
     let run = match args.on_lost {
         OnLost::Abort => quote!(::zk_lock::__private::abort_on_lost(&#guard, #body)),
-        OnLost::Ignore => quote!(::zk_lock::__private::ignore_lost(#body)),
+        OnLost::Ignore => quote!(::zk_lock::__private::ignore_lost(&#guard, #body)),
     };
 
     // The body's `return` and `?` keep their meaning: the async block's output is pinned to the
@@ -277,7 +277,7 @@ mod tests {
         );
         assert!(out.contains("None :: < Result < _ , E > >"), "{out}");
         assert!(out.contains(". client (\"c\") . read (__zk_lock_path)"), "{out}");
-        assert!(out.contains(":: zk_lock :: __private :: ignore_lost (__zk_lock_body)"), "{out}");
+        assert!(out.contains(":: zk_lock :: __private :: ignore_lost (& __zk_lock_guard , __zk_lock_body)"), "{out}");
     }
 
     #[test]

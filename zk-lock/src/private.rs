@@ -254,6 +254,9 @@ impl<E: From<Error>> LockError for E {
 pub trait AnnotatedGuard {
     /// Resolves with [`Error::Lost`] when the lock is lost; never, if it is released first.
     fn lost_error(&self) -> impl Future<Output = Error> + Send + 'static;
+
+    /// Runs `body` nested inside the holder: the code that may re-enter the lock.
+    fn nest<F: Future>(&self, body: F) -> impl Future<Output = F::Output>;
 }
 
 macro_rules! held_through_lost {
@@ -262,6 +265,10 @@ macro_rules! held_through_lost {
             fn lost_error(&self) -> impl Future<Output = Error> + Send + 'static {
                 let (path, lost) = (self.path().to_owned(), self.lost());
                 async move { Error::Lost { path, reason: lost.await } }
+            }
+
+            fn nest<F: Future>(&self, body: F) -> impl Future<Output = F::Output> {
+                self.scope(body)
             }
         }
     )*};
@@ -277,9 +284,14 @@ impl AnnotatedGuard for MultiGuard {
             Error::Lost { path, reason }
         }
     }
+
+    fn nest<F: Future>(&self, body: F) -> impl Future<Output = F::Output> {
+        self.scope(body)
+    }
 }
 
-/// `on_lost = "abort"`: runs `body` until it finishes or the lock is lost, whichever is first.
+/// `on_lost = "abort"`: runs `body`, nested inside the holder, until it finishes or the lock is
+/// lost, whichever is first.
 /// On a loss the body is dropped, mid-flight, and the result is [`Error::Lost`]; when both
 /// happen at once the finished body wins.
 ///
@@ -291,6 +303,7 @@ pub fn abort_on_lost<G: AnnotatedGuard, F: Future>(
     body: F,
 ) -> impl Future<Output = Result<F::Output>> + use<'_, G, F> {
     let lost = guard.lost_error();
+    let body = guard.nest(body);
     async move {
         let mut body = pin!(body);
         let mut lost = pin!(lost);
@@ -304,13 +317,13 @@ pub fn abort_on_lost<G: AnnotatedGuard, F: Future>(
     }
 }
 
-/// `on_lost = "ignore"`: runs `body` to the end.
+/// `on_lost = "ignore"`: runs `body`, nested inside the holder, to the end.
 ///
 /// # Errors
 ///
 /// Never; the `Result` matches [`abort_on_lost`].
-pub async fn ignore_lost<F: Future>(body: F) -> Result<F::Output> {
-    Ok(body.await)
+pub async fn ignore_lost<G: AnnotatedGuard, F: Future>(guard: &G, body: F) -> Result<F::Output> {
+    Ok(guard.nest(body).await)
 }
 
 #[cfg(test)]
@@ -363,11 +376,17 @@ mod tests {
             fn lost_error(&self) -> impl Future<Output = Error> + Send + 'static {
                 std::future::pending()
             }
+            fn nest<F: Future>(&self, body: F) -> impl Future<Output = F::Output> {
+                body
+            }
         }
         struct AlreadyLost;
         impl AnnotatedGuard for AlreadyLost {
             fn lost_error(&self) -> impl Future<Output = Error> + Send + 'static {
                 std::future::ready(Error::Lost { path: "/x".into(), reason: crate::LostReason::NodeDeleted })
+            }
+            fn nest<F: Future>(&self, body: F) -> impl Future<Output = F::Output> {
+                body
             }
         }
         assert_eq!(abort_on_lost(&NeverLost, async { 7 }).await, Ok(7));
@@ -381,6 +400,6 @@ mod tests {
         .await;
         assert!(matches!(outcome, Err(Error::Lost { .. })));
         assert_eq!(std::sync::Arc::strong_count(&dropped), 1, "the body was dropped");
-        assert_eq!(ignore_lost(async { 3 }).await, Ok(3));
+        assert_eq!(ignore_lost(&NeverLost, async { 3 }).await, Ok(3));
     }
 }

@@ -51,6 +51,19 @@ pub(crate) fn acquisition<T>(
     }
 }
 
+/// The task starting to acquire `path` holds it already, outside the acquiring code (seen while
+/// lock-order checking is on): a sibling future's lock, which it waits for like anyone else, or
+/// the task's own earlier lock, which it would wait for forever.
+pub(crate) fn waits_for_own_task(path: &str) {
+    tracing::warn!(
+        target: TARGET,
+        path,
+        "this task already holds the lock it starts to acquire, outside the acquiring code: the \
+         acquisition waits for that holder to release it; if the holder is the code now waiting, \
+         it waits for itself (take the lock inside the guard's `scope(..)` to re-enter it)"
+    );
+}
+
 /// Our node was created: `queue_position` is its place in the queue (0: first), `ahead` the
 /// number of nodes it must wait for.
 pub(crate) fn joined_queue(node: &str, queue_position: usize, ahead: usize) {

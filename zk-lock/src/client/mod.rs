@@ -8,6 +8,7 @@ mod config;
 mod connect;
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, RwLock};
 use std::time::Duration;
 
@@ -18,7 +19,6 @@ use self::config::ClientConfig;
 use self::connect::{acls_of, open_session, ANYONE_ALL};
 use crate::background;
 use crate::error::{Error, Result};
-use crate::holds::HoldTable;
 use crate::session::Session;
 use crate::state_cell::StateCell;
 
@@ -49,7 +49,8 @@ struct ClientInner {
     /// being retired (see `session::retire`).
     sessions: StdMutex<Vec<Arc<Session>>>,
     /// Locks held through this client, by lock path and recipe, for re-entrancy.
-    holds: Arc<HoldTable>,
+    /// Tells this client's holds from other clients': only its acquisitions re-enter them.
+    id: u64,
     /// [`Client::close`] was called (1): no session is used or opened any more.
     closed: StateCell,
 }
@@ -80,7 +81,7 @@ impl Client {
             session: RwLock::new(session.clone()),
             sessions: StdMutex::new(vec![session]),
             renewing: tokio::sync::Mutex::new(()),
-            holds: Arc::default(),
+            id: NEXT_CLIENT_ID.fetch_add(1, Ordering::Relaxed),
             closed: StateCell::new(0),
         };
         Self { inner: Arc::new(inner) }
@@ -214,11 +215,15 @@ impl Client {
         self.inner.config.renewable
     }
 
-    /// The locks held through this client, for re-entrancy.
-    pub(crate) fn holds(&self) -> &Arc<HoldTable> {
-        &self.inner.holds
+    /// This client among the process's: a lock re-enters only holds of the client it is taken
+    /// through.
+    pub(crate) fn id(&self) -> u64 {
+        self.inner.id
     }
 }
+
+/// The number the next client is told from the others by.
+static NEXT_CLIENT_ID: AtomicU64 = AtomicU64::new(0);
 
 fn closed_error(path: &str) -> Error {
     Error::ClientClosed { path: path.to_owned() }

@@ -9,9 +9,52 @@ macro_rules! lock_guard {
         #[clippy::has_significant_drop]
         pub struct $name {
             pub(crate) hold: ::std::sync::Arc<$crate::holds::HeldNode>,
+            /// A nested acquisition's loan of its holder's lock, returned when this guard goes.
+            loan: ::core::option::Option<$crate::holds::scope::Loan>,
         }
 
         impl $name {
+            pub(crate) fn new(share: $crate::holds::Share) -> Self {
+                Self { hold: share.hold, loan: share.loan }
+            }
+
+            /// The share and loan a multi-lock keeps of its members' guards.
+            #[allow(dead_code, reason = "only the guard types that can be a multi-lock's members use it")]
+            pub(crate) fn into_share(self) -> $crate::holds::Share {
+                $crate::holds::Share::new(self.hold, self.loan)
+            }
+
+            /// Runs `work` as code nested inside this lock's holder: an acquisition of this lock
+            /// in it (the same recipe and path, through the same client) shares this guard's node
+            /// instead of waiting for it, and lock-order checking records the locks it takes as
+            /// taken while holding this one. Nested acquisitions borrow the lock one at a time, so
+            /// two of them joined inside `work` still exclude each other.
+            ///
+            /// Code outside `work` is outside the holder, even in the same task: a sibling future
+            /// (`join!`, `select!`, a stream), a spawned task, or later code that locks again
+            /// waits its turn like any contender, and so would wait for this guard.
+            ///
+            /// ```no_run
+            /// # async fn demo(orders: zk_lock::Mutex) -> zk_lock::Result<()> {
+            /// let guard = orders.lock().await?;
+            /// guard.scope(async {
+            ///     let inner = orders.lock().await?; // re-enters: no new node, no wait
+            ///     inner.release().await
+            /// }).await?;
+            /// guard.release().await?;
+            /// # Ok(()) }
+            /// ```
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel safe if `work` is.
+            pub fn scope<F: ::core::future::Future>(
+                &self,
+                work: F,
+            ) -> impl ::core::future::Future<Output = F::Output> + use<F> {
+                $crate::holds::scope::nest(::core::slice::from_ref(&self.hold), work)
+            }
+
             /// Releases the lock and waits until ZooKeeper confirmed the delete. Releasing a
             /// re-entrant acquisition only gives up that level; the node goes with the outermost.
             ///
@@ -24,7 +67,10 @@ macro_rules! lock_guard {
             ///
             /// Cancel safe: the delete is sent before the first await and retried in the background.
             pub async fn release(self) -> $crate::Result<()> {
-                $crate::holds::HeldNode::release_shared(self.hold).await
+                let released = $crate::holds::HeldNode::release_shared(self.hold).await;
+                // Lent to the next nested acquisition only once this one has let go.
+                drop(self.loan);
+                released
             }
 
             /// The fencing token: the lock node's creation zxid. It grows with every grant of every

@@ -8,29 +8,36 @@ use zookeeper_client::Error as ZkError;
 
 use super::hold_events::HoldEvents;
 use super::revocation_watch::watch_for_revocation;
-use super::table::Table;
+use super::scope::Loan;
 use crate::background;
 use crate::engine::{Claim, Grant, LocalHandoff};
 use crate::error::{Error, LostReason, Result};
-use crate::holder::Owner;
 use crate::layout::Recipe;
 use crate::lock_order;
 use crate::session::{HeldStatus, Session};
 use crate::trace;
 use crate::zk::delete_with_retry;
 
-/// The held nodes of one client, for re-entrant acquisition.
-pub(crate) type HoldTable = Table<HeldNode>;
+/// What an acquisition gives its guard: a share of a hold, and, for an acquisition nested in
+/// the hold's holder, the loan it borrowed it on.
+pub(crate) struct Share {
+    pub hold: Arc<HeldNode>,
+    pub loan: Option<Loan>,
+}
 
-/// One granted lock node, shared by the guards of re-entrant acquisitions: it is deleted when
-/// the last of them is released or dropped.
+impl Share {
+    /// A share of a node just granted, or of one granted to an enclosing holder on `loan`.
+    pub(crate) fn new(hold: Arc<HeldNode>, loan: Option<Loan>) -> Self {
+        Self { hold, loan }
+    }
+}
+
+/// One granted lock node, shared by the guards of re-entrant acquisitions (code nested in its
+/// holder's scope): it is deleted when the last of them is released or dropped.
 pub(crate) struct HeldNode {
-    /// The re-entrancy table of the client it was acquired through.
-    table: Arc<HoldTable>,
-    /// Key in that table.
-    key: Arc<str>,
-    /// Who acquired it: re-entry by the same owner takes no new node.
-    pub owner: Owner,
+    /// The client it was acquired through: only that client's acquisitions re-enter it.
+    client: u64,
+    recipe: Recipe,
     pub path: Arc<str>,
     pub node_path: Arc<str>,
     pub token: i64,
@@ -49,11 +56,10 @@ pub(crate) struct HeldNode {
 
 impl HeldNode {
     /// A lock of `recipe` at `path` (whose template, for the metrics, is `template`) granted in
-    /// `granted`, entered in `table` under `key`; `order` places it among its task's locks.
+    /// `granted` to the client `client`; `order` places it among the locks held.
     pub(crate) fn new(
-        table: &Arc<HoldTable>,
+        client: u64,
         recipe: Recipe,
-        key: String,
         path: &str,
         template: &'static str,
         granted: Grant,
@@ -65,10 +71,9 @@ impl HeldNode {
         let trace = trace::HoldTrace::new(recipe, template, path.clone(), node_path.clone());
         let events = HoldEvents::new(trace.clone(), granted.local.clone());
         let status = granted.session.hold(node_path.clone(), granted.losses_seen, Box::new(events));
-        let hold = Arc::new(Self {
-            table: table.clone(),
-            key: key.into(),
-            owner: Owner::current(),
+        Arc::new(Self {
+            client,
+            recipe,
             path,
             node_path,
             token: granted.token,
@@ -78,14 +83,22 @@ impl HeldNode {
             local: granted.local,
             claim: granted.claim,
             order,
-        });
-        table.insert(hold.key.clone(), hold.owner, &hold);
-        hold
+        })
     }
 
-    /// The node this task already holds at `key` in `table`, for re-entrant acquisition.
-    pub(crate) fn held_by_current_task(table: &HoldTable, key: &str) -> Option<Arc<Self>> {
-        table.get(key, Owner::current())
+    /// Which recipe's lock it is.
+    pub(crate) fn recipe(&self) -> Recipe {
+        self.recipe
+    }
+
+    /// Whether this is a hold at `path` through the client `client`.
+    pub(crate) fn is_at(&self, client: u64, path: &str) -> bool {
+        self.client == client && *self.path == *path
+    }
+
+    /// Its place among the locks held, for lock-order checking (`None` while checking is off).
+    pub(crate) fn order_key(&self) -> Option<lock_order::HeldKey> {
+        self.order.as_ref().map(lock_order::Held::key)
     }
 
     /// The session the lock was granted on.
@@ -201,7 +214,6 @@ impl HeldNode {
             return None;
         }
         self.session.let_go(&self.status);
-        self.table.remove(&self.key, self);
         self.order = None;
         let delete = delete_with_retry(&self.session.zk, self.node_path.clone());
         let (claim, local) = (self.claim.take(), self.local.clone());

@@ -1,15 +1,15 @@
 //! Holds: what a granted node becomes. A held node is shared by the guards of re-entrant
 //! acquisitions, followed by its session's heartbeat for loss and revocation, and deleted exactly
-//! once when the last guard goes; the hold
-//! table finds the node a task already holds; `lock_guard!` makes the public guard types.
+//! once when the last guard goes; a holder's scope is the code nested in it, the only code that
+//! may re-enter it; `lock_guard!` makes the public guard types.
 //!
 //! May use: `engine` (a grant), `session`, `zk`, `layout` and the foundations. Not clients:
-//! a client owns a hold table, and a held node keeps only that table.
+//! a held node knows its client by a number only.
 
 pub(crate) mod guard;
 mod held_node;
 mod hold_events;
 mod revocation_watch;
-mod table;
+pub(crate) mod scope;
 
-pub(crate) use held_node::{HeldNode, HoldTable};
+pub(crate) use held_node::{HeldNode, Share};

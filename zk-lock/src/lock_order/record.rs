@@ -1,13 +1,13 @@
-//! What lock-order checking records: the locks each holder (a tokio task, or a thread outside
-//! any task, as re-entrancy knows holders) holds, and the edges from the classes it holds to the
-//! class of each lock it starts to acquire. One process-wide table
-//! behind a mutex, touched only while checking is on.
+//! What lock-order checking records: the locks granted and not yet released, and the edges
+//! from the classes of the locks an acquisition is nested in (its holders' scopes, see
+//! `holds::scope`) to the class of the lock it starts to acquire. One process-wide table behind
+//! a mutex, touched only while checking is on.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::future::Future;
 use std::panic::Location;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 
 use super::graph::{LockOrder, LockOrderEdge};
@@ -57,20 +57,31 @@ fn template_class(template: &'static str) -> Cow<'static, str> {
     Cow::Owned(class)
 }
 
-/// A granted lock in its holder's set of held locks; dropped (by whichever task releases the
-/// lock), it leaves that set.
-pub(crate) struct Held {
+/// Which granted lock: the task (or thread) that took it, and its number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HeldKey {
     owner: Owner,
     id: u64,
 }
 
+/// A granted lock among the locks held; dropped (by whichever task releases the lock), it
+/// leaves them.
+pub(crate) struct Held(HeldKey);
+
+impl Held {
+    pub(crate) fn key(&self) -> HeldKey {
+        self.0
+    }
+}
+
 impl Drop for Held {
     fn drop(&mut self) {
+        let HeldKey { owner, id } = self.0;
         let mut recorder = recorder();
-        if let Some(held) = recorder.held.get_mut(&self.owner) {
-            held.retain(|lock| lock.id != self.id);
+        if let Some(held) = recorder.held.get_mut(&owner) {
+            held.retain(|lock| lock.id != id);
             if held.is_empty() {
-                recorder.held.remove(&self.owner);
+                recorder.held.remove(&owner);
             }
         }
     }
@@ -78,11 +89,11 @@ impl Drop for Held {
 
 struct HeldLock {
     id: u64,
+    /// Its path, to tell a task that waits for a lock it holds outside the waiting code.
+    path: Box<str>,
     class: Cow<'static, str>,
     site: Option<&'static Declaration>,
     made_at: &'static Location<'static>,
-    /// The multi-lock acquisition that took it, if one did.
-    together: Option<u64>,
 }
 
 /// What the first acquisition that made an edge says, and how many made it.
@@ -96,7 +107,7 @@ struct EdgeSeen {
 
 #[derive(Default)]
 struct Recorder {
-    /// The locks each holder holds (no entry for one that holds none).
+    /// The locks each task (or thread) took and holds (no entry for one that holds none).
     held: HashMap<Owner, Vec<HeldLock>>,
     /// held class -> taken class -> the edge: memory grows with the edges between classes only.
     edges: HashMap<Arc<str>, HashMap<Arc<str>, EdgeSeen>>,
@@ -110,36 +121,41 @@ fn recorder() -> MutexGuard<'static, Recorder> {
 }
 
 tokio::task_local! {
-    /// The multi-lock acquisition the task is in: its members are taken in sorted order, so two
-    /// of one class make no edge between them.
-    static TOGETHER: u64;
+    /// The members a multi-lock acquisition has taken so far: each is held while the next is
+    /// acquired, though no scope is nested in it yet.
+    static TOGETHER: RefCell<Vec<HeldKey>>;
 }
 
-/// Runs `acquire`, the acquisition of a multi-lock's members, as one: its members of one class
-/// make no edge between them (see [`acquiring`]).
+/// Runs `acquire`, the acquisition of a multi-lock's members, as one: each member is acquired
+/// while holding those taken before it, and members of one class make no edge between them
+/// (see [`acquiring`]).
 pub(crate) async fn together<F: Future>(acquire: F) -> F::Output {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    TOGETHER.scope(NEXT.fetch_add(1, Ordering::Relaxed), acquire).await
+    TOGETHER.scope(RefCell::default(), acquire).await
 }
 
-/// The current holder starts to acquire `lock` (a re-entry is no acquisition): records an edge
-/// from each class it holds to `lock`'s class.
-pub(crate) fn acquiring(lock: OrderedLock<'_>) {
+/// An acquisition of `lock` starts (a re-entry is no acquisition), nested in the locks
+/// `enclosing` gives: records an edge from each of their classes to `lock`'s, and warns of a
+/// lock the task holds outside the waiting code (it may be waiting for itself).
+pub(crate) fn acquiring(lock: OrderedLock<'_>, enclosing: impl FnOnce() -> Vec<HeldKey>) {
     if !lock_order_checking() {
         return;
     }
-    let owner = Owner::current();
-    let together = TOGETHER.try_with(|id| *id).ok();
+    let mut nested_in = enclosing();
+    let members = TOGETHER.try_with(|members| members.borrow().clone()).unwrap_or_default();
     let taken = lock.class();
     let mut recorder = recorder();
     let Recorder { held, edges, .. } = &mut *recorder;
-    let Some(holding_now) = held.get(&owner) else { return };
-    let mut from: Vec<&HeldLock> = Vec::with_capacity(holding_now.len());
-    for holding in holding_now {
+    warn_of_a_wait_for_itself(held, &nested_in, &members, lock.path);
+    nested_in.extend(members.iter().copied());
+    let mut from: Vec<&HeldLock> = Vec::with_capacity(nested_in.len());
+    for key in &nested_in {
+        let Some(holding) = held.get(&key.owner).and_then(|locks| locks.iter().find(|lock| lock.id == key.id)) else {
+            continue;
+        };
         // A multi-lock takes its members in sorted order: two of one class never wait for
         // each other across its calls. Members of different classes do make an edge: code
         // taking those classes one by one in the other order can deadlock with it.
-        let sorted_sibling = together.is_some() && holding.together == together && holding.class == taken;
+        let sorted_sibling = members.contains(key) && holding.class == taken;
         if !sorted_sibling && !from.iter().any(|seen| seen.class == holding.class) {
             from.push(holding);
         }
@@ -165,21 +181,38 @@ pub(crate) fn acquiring(lock: OrderedLock<'_>) {
     }
 }
 
-/// The current holder was granted `lock`: it holds it until the returned [`Held`] is dropped.
+/// Warns when the current task holds `path`, taken outside the code now acquiring it: a sibling
+/// future's lock, which it waits for like any contender, or the task's own earlier lock, which
+/// it would wait for forever.
+fn warn_of_a_wait_for_itself(held: &HashMap<Owner, Vec<HeldLock>>, nested_in: &[HeldKey], members: &[HeldKey], path: &str) {
+    let owner = Owner::current();
+    let Some(locks) = held.get(&owner) else { return };
+    let outside = |lock: &&HeldLock| {
+        let key = HeldKey { owner, id: lock.id };
+        *lock.path == *path && !nested_in.contains(&key) && !members.contains(&key)
+    };
+    if locks.iter().any(|lock| outside(&lock)) {
+        crate::trace::waits_for_own_task(path);
+    }
+}
+
+/// The current task was granted `lock`: it is held until the returned [`Held`] is dropped.
 /// `None` when checking is off.
 pub(crate) fn granted(lock: OrderedLock<'_>) -> Option<Held> {
     if !lock_order_checking() {
         return None;
     }
     let owner = Owner::current();
-    let together = TOGETHER.try_with(|id| *id).ok();
     let class = lock.class();
     let mut recorder = recorder();
     let id = recorder.next_id;
     recorder.next_id += 1;
-    let held = HeldLock { id, class, site: lock.site, made_at: lock.made_at, together };
+    let held = HeldLock { id, path: lock.path.into(), class, site: lock.site, made_at: lock.made_at };
     recorder.held.entry(owner).or_default().push(held);
-    Some(Held { owner, id })
+    let key = HeldKey { owner, id };
+    // Not a member of a multi-lock acquisition: the try_with finds none.
+    let _ = TOGETHER.try_with(|members| members.borrow_mut().push(key));
+    Some(Held(key))
 }
 
 /// The edges recorded so far.
@@ -229,29 +262,37 @@ mod tests {
         assert!(matches!(template_class("/plain"), Cow::Borrowed("/plain")));
     }
 
+    /// The keys of `held`, as the scopes of the code acquiring would give them.
+    fn nested_in(held: &[&Option<Held>]) -> impl FnOnce() -> Vec<HeldKey> {
+        let keys: Vec<HeldKey> = held.iter().filter_map(|held| held.as_ref().map(Held::key)).collect();
+        move || keys
+    }
+
     #[tokio::test]
-    async fn records_edges_from_the_locks_the_task_holds_only_while_on() {
+    async fn records_edges_from_the_locks_the_acquisition_is_nested_in_only_while_on() {
         let _switch = SWITCH.lock().await;
         set_lock_order_checking(false);
         tokio::spawn(async {
             assert!(granted(api("/unit-off/a")).is_none(), "off: no hold is kept");
-            acquiring(api("/unit-off/b"));
+            acquiring(api("/unit-off/b"), || panic!("off: the scopes are not even looked at"));
         })
         .await
         .unwrap();
         assert_eq!(edges_under("/unit-off/"), []);
 
         set_lock_order_checking(true);
-        // Outside any task (this test's body), the thread is the holder, as for re-entrancy.
-        let outside = granted(api("/unit-on/outside")).expect("on, outside a task");
-        acquiring(api("/unit-on/under-outside"));
+        let outside = granted(api("/unit-on/outside"));
+        assert!(outside.is_some(), "on, outside a task");
+        acquiring(api("/unit-on/under-outside"), nested_in(&[&outside]));
         drop(outside);
         let moved = tokio::spawn(async {
-            let a = granted(api("/unit-on/a")).expect("on, in a task");
-            acquiring(api("/unit-on/b"));
+            let a = granted(api("/unit-on/a"));
+            acquiring(api("/unit-on/b"), nested_in(&[&a]));
             let b = granted(api("/unit-on/b"));
             drop(b);
-            acquiring(api("/unit-on/c"));
+            acquiring(api("/unit-on/c"), nested_in(&[&a]));
+            // A sibling of the holder of a: the same task, not nested in it.
+            acquiring(api("/unit-on/sibling"), Vec::new);
             a
         })
         .await
@@ -269,7 +310,7 @@ mod tests {
         assert_eq!(
             recorder().held.values().flatten().filter(|held| held.class.starts_with("/unit-on/")).count(),
             0,
-            "dropped in another task, the hold left the set of the task that took it"
+            "dropped in another task, the hold left the locks held"
         );
     }
 
@@ -285,7 +326,7 @@ mod tests {
         };
         tokio::spawn(async move {
             let first = granted(named("/unit-named/account_1"));
-            acquiring(named("/unit-named/account_2"));
+            acquiring(named("/unit-named/account_2"), nested_in(&[&first]));
             drop(first);
         })
         .await
@@ -307,13 +348,13 @@ mod tests {
             let before = granted(api("/unit-together/before"));
             let members = together(async {
                 let first = granted(member("/unit-together/m_1"));
-                acquiring(member("/unit-together/m_2"));
+                acquiring(member("/unit-together/m_2"), nested_in(&[&before]));
                 let second = granted(member("/unit-together/m_2"));
-                acquiring(api("/unit-together/other"));
+                acquiring(api("/unit-together/other"), nested_in(&[&before]));
                 [first, second, granted(api("/unit-together/other"))]
             })
             .await;
-            acquiring(api("/unit-together/after"));
+            acquiring(api("/unit-together/after"), nested_in(&[&before, &members[0], &members[1], &members[2]]));
             drop((before, members));
         })
         .await

@@ -12,7 +12,8 @@ use super::patience::Patience;
 use super::rwlock::RwLock;
 use crate::client::Client;
 use crate::error::{Error, LostReason, Result};
-use crate::holds::HeldNode;
+use crate::holds::scope::{self, Loan};
+use crate::holds::{HeldNode, Share};
 use crate::lock_order;
 
 /// One lock of a [`MultiLock`].
@@ -45,11 +46,11 @@ impl MultiMember {
         }
     }
 
-    async fn acquire(&self, patience: Patience) -> Result<Arc<HeldNode>> {
+    async fn acquire(&self, patience: Patience) -> Result<Share> {
         match self {
-            Self::Mutex(mutex) => Ok(mutex.acquire(patience).await?.hold),
-            Self::Read(lock) => Ok(lock.acquire_read(patience).await?.hold),
-            Self::Write(lock) => Ok(lock.acquire_write(patience).await?.hold),
+            Self::Mutex(mutex) => Ok(mutex.acquire(patience).await?.into_share()),
+            Self::Read(lock) => Ok(lock.acquire_read(patience).await?.into_share()),
+            Self::Write(lock) => Ok(lock.acquire_write(patience).await?.into_share()),
         }
     }
 }
@@ -108,7 +109,8 @@ impl MultiLock {
         self.members.iter().map(MultiMember::path)
     }
 
-    /// Waits for every lock, for at most the client's default timeout per lock.
+    /// Waits for every lock, for at most the client's default timeout in all (counted from the
+    /// call; each member's client's own).
     ///
     /// # Errors
     ///
@@ -160,10 +162,13 @@ impl MultiLock {
         let started = Instant::now();
         let patience_left = patience.shared_by_steps();
         // Dropping the guard on an early return releases what was taken, in reverse order.
-        let mut taken = MultiGuard { holds: Vec::with_capacity(self.members.len()) };
+        let mut taken = MultiGuard { holds: Vec::with_capacity(self.members.len()), loans: Vec::new() };
         for member in &self.members {
             match member.acquire(patience_left()).await {
-                Ok(hold) => taken.holds.push(hold),
+                Ok(share) => {
+                    taken.holds.push(share.hold);
+                    taken.loans.extend(share.loan);
+                }
                 Err(error) => {
                     taken.release().await.ok();
                     return Err(match error {
@@ -183,9 +188,21 @@ impl MultiLock {
 #[clippy::has_significant_drop]
 pub struct MultiGuard {
     holds: Vec<Arc<HeldNode>>,
+    /// The loans of members borrowed from an enclosing holder, returned after every release.
+    loans: Vec<Loan>,
 }
 
 impl MultiGuard {
+    /// Runs `work` as code nested inside the holder of every lock: see
+    /// [`MutexGuard::scope`](crate::MutexGuard::scope).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe if `work` is.
+    pub fn scope<F: Future>(&self, work: F) -> impl Future<Output = F::Output> + use<F> {
+        scope::nest(&self.holds, work)
+    }
+
     /// Releases every lock, in reverse order, and waits until ZooKeeper confirmed each delete.
     ///
     /// # Errors

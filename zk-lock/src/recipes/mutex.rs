@@ -134,8 +134,8 @@ impl Mutex {
 
     pub(crate) async fn acquire(&self, patience: Patience) -> Result<MutexGuard> {
         let client = self.target.client().await?;
-        let hold = self.target.acquire(&client, Recipe::Mutex, patience).await?;
-        Ok(MutexGuard { hold })
+        let share = self.target.acquire(&client, Recipe::Mutex, patience).await?;
+        Ok(MutexGuard::new(share))
     }
 }
 

@@ -15,6 +15,9 @@ pub(crate) enum Patience {
     Timeout(Duration),
     /// One attempt: `Busy` if anyone is ahead.
     Once,
+    /// The client's default timeout, counted from this instant: a step of an acquisition made
+    /// of several (a multi-lock's members) gets what is left of it.
+    DefaultSince(Instant),
 }
 
 impl Patience {
@@ -27,13 +30,18 @@ impl Patience {
     /// The patience for each step of an acquisition made of several, starting now: a timeout
     /// counts for all the steps together, each step getting what is left of it.
     pub(crate) fn shared_by_steps(self) -> impl Fn() -> Self {
+        let now = Instant::now();
         let deadline = match self {
-            Self::Timeout(timeout) => Some(Instant::now() + timeout),
-            Self::Default | Self::Once => None,
+            Self::Timeout(timeout) => Some(now + timeout),
+            Self::Default | Self::Once | Self::DefaultSince(_) => None,
+        };
+        let shared = match self {
+            Self::Default => Self::DefaultSince(now),
+            other => other,
         };
         move || match deadline {
             Some(deadline) => Self::Timeout(deadline.saturating_duration_since(Instant::now())),
-            None => self,
+            None => shared,
         }
     }
 
@@ -43,6 +51,9 @@ impl Patience {
             Self::Default => default_timeout,
             Self::Timeout(timeout) => Some(timeout),
             Self::Once => return Deadline::FirstAttempt,
+            Self::DefaultSince(start) => {
+                return default_timeout.map_or(Deadline::Never, |timeout| Deadline::At(start + timeout));
+            }
         };
         match timeout {
             None => Deadline::Never,

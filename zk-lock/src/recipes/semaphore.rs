@@ -15,7 +15,7 @@ use super::target::LockTarget;
 use crate::client::Client;
 use crate::engine::{Grant, LeaseAttempt, LeaseLimit, LeaseSpec};
 use crate::error::{Error, Result};
-use crate::holds::HeldNode;
+use crate::holds::{HeldNode, Share};
 use crate::layout::Recipe;
 use crate::path::validate_lock_path;
 use crate::trace;
@@ -234,10 +234,8 @@ impl Semaphore {
     async fn acquire_permits(&self, n: u32, patience: Patience) -> Result<Vec<SemaphorePermit>> {
         self.check_request(n)?;
         let client = self.target.client().await?;
-        let holds = self
-            .acquire_holds(&client, Recipe::Semaphore, n, patience, |node_path| format!("semaphore-lease {node_path}"))
-            .await?;
-        Ok(holds.into_iter().map(|hold| SemaphorePermit { hold }).collect())
+        let holds = self.acquire_holds(&client, Recipe::Semaphore, n, patience).await?;
+        Ok(holds.into_iter().map(|hold| SemaphorePermit::new(Share::new(hold, None))).collect())
     }
 
     /// Refuses, before any client is looked up or connected, a request that could never be
@@ -263,14 +261,13 @@ impl Semaphore {
     }
 
     /// Takes `n` leases, once [`check_request`](Self::check_request) accepted them; each becomes
-    /// a hold registered under `key(node_path)` in the client's table of holds.
+    /// a hold of its own (leases are never re-entered).
     pub(crate) async fn acquire_holds(
         &self,
         client: &Client,
         recipe: Recipe,
         n: u32,
         patience: Patience,
-        key: impl Fn(&str) -> String,
     ) -> Result<Vec<Arc<HeldNode>>> {
         let path = &self.target.path;
         if n == 0 {
@@ -295,7 +292,6 @@ impl Semaphore {
                 .leases
                 .into_iter()
                 .map(|lease| {
-                    let key = key(&lease.node_path);
                     let lease = Grant {
                         session: granted.session.clone(),
                         node_path: lease.node_path,
@@ -304,7 +300,7 @@ impl Semaphore {
                         local: None,
                         claim: lease.claim,
                     };
-                    self.target.hold(client, recipe, key, lease)
+                    self.target.hold(client, recipe, lease)
                 })
                 .collect();
             Ok(holds)

@@ -8,7 +8,7 @@ use super::semaphore::Semaphore;
 use super::target::LockTarget;
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::holds::HeldNode;
+use crate::holds::Share;
 use crate::layout::Recipe;
 
 /// A distributed mutex that is not re-entrant, compatible with Curator's
@@ -127,23 +127,23 @@ impl SemaphoreMutex {
 
     pub(crate) async fn acquire(&self, patience: Patience) -> Result<SemaphoreMutexGuard> {
         self.semaphore.check_request(1)?;
-        let client = self.semaphore.target.client().await?;
-        let key = self.semaphore.target.key(Recipe::SemaphoreMutex);
-        if let Some(held) = HeldNode::held_by_current_task(client.holds(), &key) {
+        let target = &self.semaphore.target;
+        let client = target.client().await?;
+        if let Some(enclosing) = target.enclosing(&client, Recipe::SemaphoreMutex) {
             // A lost lease no longer excludes anyone: taking the lock again cannot deadlock.
-            if held.lost_reason().is_none() {
+            if enclosing.holder.hold().lost_reason().is_none() {
                 return Err(Error::WouldDeadlock {
                     path: self.path().to_owned(),
-                    reason: "this task already holds this semaphore mutex, which is not re-entrant; \
-                             release its guard first, or use `Mutex` for a lock a task may take again"
+                    reason: "this code runs inside the holder of this semaphore mutex, which is not \
+                             re-entrant; release its guard first, or use `Mutex` for a lock that code \
+                             nested in its holder may take again"
                         .to_owned(),
                 });
             }
         }
-        let mut holds =
-            self.semaphore.acquire_holds(&client, Recipe::SemaphoreMutex, 1, patience, |_| key.clone()).await?;
+        let mut holds = self.semaphore.acquire_holds(&client, Recipe::SemaphoreMutex, 1, patience).await?;
         let hold = holds.pop().expect("one lease asked, one granted");
-        Ok(SemaphoreMutexGuard { hold })
+        Ok(SemaphoreMutexGuard::new(Share::new(hold, None)))
     }
 }
 

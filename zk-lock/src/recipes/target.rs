@@ -1,18 +1,22 @@
 //! What every queue-based recipe holds: a client (or the default one), a lock path and node
-//! data, and the re-entrant acquisition they share; for an annotated function, the declaration
-//! of its lock (the site lock-order checking reports).
+//! data, and the acquisition they share, which borrows an enclosing holder's lock (re-entry)
+//! or queues; for an annotated function, the declaration of its lock (the site lock-order
+//! checking reports).
 
 use std::panic::Location;
 use std::sync::Arc;
 
+use tokio::time::Instant;
+
 use super::acquire_loop;
-use super::patience::Patience;
+use super::patience::{Deadline, Patience};
 use crate::client::Client;
 use crate::declared::Declaration;
 use crate::engine::{Grant, LockAttempt, LockSpec};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::holder::describe_current_holder;
-use crate::holds::HeldNode;
+use crate::holds::scope::{self, Enclosing};
+use crate::holds::{HeldNode, Share};
 use crate::layout::Recipe;
 use crate::lock_order::{self, OrderedLock};
 use crate::path::validate_lock_path;
@@ -90,28 +94,44 @@ impl LockTarget {
     /// (lockdep's trylock).
     pub(crate) fn note_acquiring(&self, patience: Patience) {
         if patience.may_wait() {
-            lock_order::acquiring(self.ordered());
+            lock_order::acquiring(self.ordered(), scope::enclosing_orders);
         }
     }
 
-    /// The hold of a node of `recipe` granted in `granted`, entered in `client`'s table under
-    /// `key`, counted in the metrics and among its holder's locks.
-    pub(crate) fn hold(&self, client: &Client, recipe: Recipe, key: String, granted: Grant) -> Arc<HeldNode> {
+    /// The hold of a node of `recipe` granted to `client` in `granted`, counted in the metrics
+    /// and among the locks held.
+    pub(crate) fn hold(&self, client: &Client, recipe: Recipe, granted: Grant) -> Arc<HeldNode> {
         let order = lock_order::granted(self.ordered());
-        HeldNode::new(client.holds(), recipe, key, &self.path, self.template(), granted, order)
+        HeldNode::new(client.id(), recipe, &self.path, self.template(), granted, order)
     }
 
-    /// The key of this lock in the client's table of holds, for `recipe`.
-    pub(crate) fn key(&self, recipe: Recipe) -> String {
-        format!("{recipe} {}", self.path)
+    /// The innermost holder of this lock's `recipe` side that the code being polled is nested
+    /// in, with the scope that lends it.
+    pub(crate) fn enclosing(&self, client: &Client, recipe: Recipe) -> Option<Enclosing> {
+        scope::enclosing(client.id(), recipe, &self.path)
     }
 
-    /// Acquires a node of `recipe`'s queue, re-entering the hold the current task already has.
-    pub(crate) async fn acquire(&self, client: &Client, recipe: Recipe, patience: Patience) -> Result<Arc<HeldNode>> {
+    /// Borrows the lock of an enclosing holder (a re-entry: no request), once no other
+    /// acquisition nested in its lender has it, within `patience`.
+    pub(crate) async fn borrow(&self, client: &Client, enclosing: &Enclosing, patience: Patience) -> Result<Share> {
+        let lender = &enclosing.lender;
+        let loan = match patience.deadline(client.default_timeout()) {
+            Deadline::FirstAttempt => lender.try_borrow().ok_or_else(|| Error::Busy { path: self.path.clone() })?,
+            deadline => {
+                let started = Instant::now();
+                let borrowed = deadline.limit(lender.borrow()).await;
+                borrowed.ok_or_else(|| Error::Timeout { path: self.path.clone(), waited: started.elapsed() })?
+            }
+        };
+        Ok(Share::new(enclosing.holder.hold().clone().reenter()?, Some(loan)))
+    }
+
+    /// Acquires a node of `recipe`'s queue, or borrows the hold of the enclosing holder of the
+    /// same lock.
+    pub(crate) async fn acquire(&self, client: &Client, recipe: Recipe, patience: Patience) -> Result<Share> {
         validate_lock_path(&self.path)?;
-        let key = self.key(recipe);
-        if let Some(held) = HeldNode::held_by_current_task(client.holds(), &key) {
-            return held.reenter();
+        if let Some(enclosing) = self.enclosing(client, recipe) {
+            return self.borrow(client, &enclosing, patience).await;
         }
         self.note_acquiring(patience);
         let data = self.node_data();
@@ -121,7 +141,7 @@ impl LockTarget {
             let start = |session, may_wait| LockAttempt::new(session, &spec, acls, may_wait);
             // Boxed: the span around it would otherwise hold the loop's future a second time.
             let grant = Box::pin(acquire_loop::acquire(client, &self.path, patience, start)).await?;
-            Ok(self.hold(client, recipe, key, grant))
+            Ok(Share::new(self.hold(client, recipe, grant), None))
         })
         .await
     }
