@@ -1,8 +1,8 @@
 //! Seed 003's read/write lock (Curator's `InterProcessReadWriteLock`) on a catalog price:
 //! readers share `#[zk_read_lock]`, a writer under `#[zk_write_lock]` is alone, the queue is fair,
-//! a task holding the write lock may also take the read lock (write-then-read re-entry, a
-//! downgrade), and a reader asking for the write lock is refused with `Error::WouldDeadlock`
-//! instead of waiting for itself forever.
+//! code nested in the holder of the write lock may also take the read lock (write-then-read
+//! re-entry, a downgrade), and a reader asking for the write lock is refused with
+//! `Error::WouldDeadlock` instead of waiting for itself forever.
 //!
 //! ```text
 //! cargo run --example read_write                      # a throwaway local ZooKeeper
@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Readers and writers are tokio tasks of this one process: each task is its own holder with its
-//! own lock node, exactly as separate processes would be (re-entrancy is per task), and one
+//! own lock node, exactly as separate processes would be (only code nested in a holder's scope
+//! re-enters), and one
 //! process lets the price and the count of who is inside live in plain atomics that every task
 //! checks on entry. The queue printed after each step is read from ZooKeeper with
 //! `zk_lock::participants`. The program exits non-zero if a writer ever shared the lock, if the
@@ -159,7 +160,7 @@ async fn readers_share_and_a_writer_is_alone(readers: usize, work: Duration) -> 
 // --- scene 2 --------------------------------------------------------------------------------
 
 async fn write_then_read(work: Duration) -> Result<(), BoxError> {
-    println!("2. Write-then-read re-entry: the editor takes the write lock, then the read lock in the same task,");
+    println!("2. Write-then-read re-entry: the editor takes the write lock, then the read lock inside its scope,");
     println!("   and lets the write lock go while it keeps reading: a queued writer cannot slip in between");
     spawn_named("editor".into(), async move {
         let lock = RwLock::new(PRICE_LOCK);
@@ -168,7 +169,8 @@ async fn write_then_read(work: Duration) -> Result<(), BoxError> {
         PRICE.store(1250, Ordering::SeqCst);
         say!("editor holds the write lock and sets price 1250");
         let asked = Instant::now();
-        let read = lock.read().await?;
+        // Nested in the writer's scope, the read is a downgrade; outside it, it would queue.
+        let read = write.scope(lock.read()).await?;
         READERS.fetch_add(1, Ordering::SeqCst);
         say!(
             "editor takes the read lock too: granted in {:.1?}, its read node shares the write node's sequence",
@@ -213,7 +215,7 @@ async fn read_then_write_is_refused() -> Result<(), BoxError> {
         let read = lock.read().await?;
         say!("reader-upgrader holds the read lock and asks for the write lock");
         let asked = Instant::now();
-        match tokio::time::timeout(PATIENCE, lock.write()).await {
+        match tokio::time::timeout(PATIENCE, read.scope(lock.write())).await {
             Ok(Err(error @ Error::WouldDeadlock { .. })) => {
                 say!("refused in {:.1?} with Error::WouldDeadlock: {error}", asked.elapsed());
             }

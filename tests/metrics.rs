@@ -75,8 +75,8 @@ async fn every_way_an_acquisition_or_a_hold_ends_is_counted_and_the_gauges_retur
     drop(leases);
     let rw = RwLock::with_client(&client, "/it-metrics/rw");
     let write = rw.write().await.unwrap();
-    let again = rw.write().await.unwrap();
-    let read = rw.read().await.unwrap();
+    let again = write.scope(rw.write()).await.unwrap();
+    let read = write.scope(rw.read()).await.unwrap();
     drop((read, again, write));
 
     // A close: the held lock is lost, the waiting acquisition ends as closed.

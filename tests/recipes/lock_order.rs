@@ -3,9 +3,9 @@
 //!
 //! The graph is one per process and the tests of this binary run at once, so each test uses
 //! templates of its own (`/it-lock-order/<test>/..`) and looks only at the edges and cycles among
-//! them. Calls mostly run in spawned tasks (lock order is recorded per tokio task, or per thread
-//! outside any task, as the body of `#[tokio::test]` is). Each test turns checking on, for a run
-//! in a release build.
+//! them. Calls mostly run in spawned tasks, so that each test's locks are held by tasks of its
+//! own. An edge is recorded only from the locks an acquisition is nested in (an annotated
+//! function's body, a guard's `scope`). Each test turns checking on, for a run in a release build.
 
 use std::future::Future;
 
@@ -294,7 +294,7 @@ async fn reprice_other(sku: u64, other: u64) -> Result<(), Error> {
 const MOVED: &str = "/it-lock-order/moved/";
 
 #[tokio::test]
-async fn a_guard_dropped_in_another_task_leaves_the_locks_of_the_task_that_took_it() {
+async fn api_code_makes_edges_inside_a_guards_scope_only_wherever_the_guard_goes() {
     set_lock_order_checking(true);
     let client = install("lock-order-moved").await;
     let (give, take) = tokio::sync::oneshot::channel();
@@ -303,7 +303,10 @@ async fn a_guard_dropped_in_another_task_leaves_the_locks_of_the_task_that_took_
         let client = client.clone();
         tokio::spawn(async move {
             let guard = Mutex::with_client(&client, "/it-lock-order/moved/first").lock().await.unwrap();
-            drop(Mutex::with_client(&client, "/it-lock-order/moved/while-held").lock().await.unwrap());
+            let while_held = Mutex::with_client(&client, "/it-lock-order/moved/while-held");
+            drop(guard.scope(while_held.lock()).await.unwrap());
+            // Sequential code of the same task, outside the scope: not nested, no edge.
+            drop(Mutex::with_client(&client, "/it-lock-order/moved/sequential").lock().await.unwrap());
             give.send(guard).unwrap();
             dropped.await.unwrap();
             drop(Mutex::with_client(&client, "/it-lock-order/moved/after-drop").lock().await.unwrap());
@@ -318,12 +321,12 @@ async fn a_guard_dropped_in_another_task_leaves_the_locks_of_the_task_that_took_
     assert_eq!(
         summary(&edges_under(MOVED)),
         [("/it-lock-order/moved/first", "/it-lock-order/moved/while-held", 1, None, None)],
-        "no edge from the lock dropped in the other task"
+        "no edge from code outside the scope, nor from the lock dropped in the other task"
     );
 
-    // The body of `#[tokio::test]` runs outside any task: its thread is the holder there.
+    // The body of `#[tokio::test]` runs outside any task: a scope works there too.
     let outer = Mutex::with_client(&client, "/it-lock-order/moved/outside-a").lock().await.unwrap();
-    drop(Mutex::with_client(&client, "/it-lock-order/moved/outside-b").lock().await.unwrap());
+    drop(outer.scope(Mutex::with_client(&client, "/it-lock-order/moved/outside-b").lock()).await.unwrap());
     drop(outer);
     let edges = edges_under(MOVED);
     let mut edges = summary(&edges);
@@ -338,6 +341,43 @@ async fn a_guard_dropped_in_another_task_leaves_the_locks_of_the_task_that_took_
     );
 }
 
+// --- siblings -------------------------------------------------------------------------------
+
+const SIBLINGS: &str = "/it-lock-order/siblings/";
+
+static A_INSIDE: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+#[zk_lock(path = "/it-lock-order/siblings/a_<id>", client = "lock-order-siblings")]
+async fn sibling_a(id: u64) -> Result<(), Error> {
+    A_INSIDE.notify_one();
+    // Let the sibling start its acquisition while this body holds `a`.
+    for _ in 0..16 {
+        tokio::task::yield_now().await;
+    }
+    Ok(())
+}
+
+#[zk_lock(path = "/it-lock-order/siblings/b_<id>", client = "lock-order-siblings")]
+async fn sibling_b(id: u64) -> Result<(), Error> {
+    Ok(())
+}
+
+#[tokio::test]
+async fn joined_siblings_make_no_edge() {
+    set_lock_order_checking(true);
+    install("lock-order-siblings").await;
+    in_a_task(async {
+        let b_once_a_is_held = async {
+            A_INSIDE.notified().await;
+            sibling_b(1).await
+        };
+        let (a, b) = tokio::join!(sibling_a(1), b_once_a_is_held);
+        (a.unwrap(), b.unwrap());
+    })
+    .await;
+    assert_eq!(summary(&edges_under(SIBLINGS)), [], "`b` was taken beside `a`, not nested in it");
+}
+
 // --- single attempts -------------------------------------------------------------------------
 
 const TRYING: &str = "/it-lock-order/trying/";
@@ -348,10 +388,16 @@ async fn a_single_attempt_makes_no_edge_but_the_locks_taken_under_it_do() {
     let client = crate::support::new_client().await;
     in_a_task(async move {
         let outer = Mutex::with_client(&client, "/it-lock-order/trying/outer").lock().await.unwrap();
-        // Holding `outer`, only tried: a single attempt never waits, so it cannot deadlock.
-        let tried = Mutex::with_client(&client, "/it-lock-order/trying/tried").try_lock().await.unwrap();
-        drop(Mutex::with_client(&client, "/it-lock-order/trying/under").lock().await.unwrap());
-        drop((tried, outer));
+        outer
+            .scope(async {
+                // Nested in `outer`, only tried: a single attempt never waits, so it cannot deadlock.
+                let tried = Mutex::with_client(&client, "/it-lock-order/trying/tried").try_lock().await.unwrap();
+                let under = Mutex::with_client(&client, "/it-lock-order/trying/under");
+                drop(tried.scope(under.lock()).await.unwrap());
+                drop(tried);
+            })
+            .await;
+        drop(outer);
     })
     .await;
     let edges = edges_under(TRYING);

@@ -44,6 +44,7 @@ mod declared;
 mod ensemble;
 mod examples;
 mod fenced_writes;
+mod holders;
 mod lock_order;
 mod macro_tracing;
 mod macros;

@@ -49,12 +49,12 @@ async fn waiters_are_served_in_queue_order() {
 }
 
 #[tokio::test]
-async fn a_task_re_enters_without_a_new_node_and_others_wait_for_the_last_release() {
+async fn code_in_a_holders_scope_re_enters_without_a_new_node_and_others_wait_for_the_last_release() {
     let path = format!("{PATH}/reentrant");
     let client = new_client().await;
     let mutex = Mutex::with_client(&client, &path);
     let outer = mutex.lock().await.unwrap();
-    let inner = mutex.lock().await.unwrap();
+    let inner = outer.scope(mutex.lock()).await.unwrap();
     assert_eq!(inner.node_path(), outer.node_path());
     assert_eq!(inner.fencing_token(), outer.fencing_token());
     assert_eq!(children(&client, &path).await.unwrap().len(), 1, "re-entry creates no node");

@@ -51,18 +51,18 @@ async fn a_queued_writer_keeps_later_readers_out() {
 }
 
 #[tokio::test]
-async fn both_sides_re_enter_within_a_task() {
+async fn both_sides_re_enter_within_a_holders_scope() {
     let path = format!("{PATH}/reenter");
     let client = new_client().await;
     let lock = RwLock::with_client(&client, &path);
     let write = lock.write().await.unwrap();
-    let write_again = lock.write().await.unwrap();
+    let write_again = write.scope(lock.write()).await.unwrap();
     assert_eq!(write.node_path(), write_again.node_path());
     write_again.release().await.unwrap();
     write.release().await.unwrap();
 
     let read = lock.read().await.unwrap();
-    let read_again = lock.read().await.unwrap();
+    let read_again = read.scope(lock.read()).await.unwrap();
     assert_eq!(read.node_path(), read_again.node_path());
     assert_eq!(children(&client, &path).await.unwrap().len(), 1);
     drop((read, read_again));
@@ -70,7 +70,7 @@ async fn both_sides_re_enter_within_a_task() {
 }
 
 #[tokio::test]
-async fn two_tasks_holding_the_read_lock_each_re_enter_their_own() {
+async fn two_holders_of_the_read_lock_each_re_enter_their_own() {
     let path = format!("{PATH}/reenter-each");
     let client = new_client().await;
     let lock = RwLock::with_client(&client, &path);
@@ -81,9 +81,13 @@ async fn two_tasks_holding_the_read_lock_each_re_enter_their_own() {
         tokio::spawn(async move { lock.read().await.unwrap() }).await.unwrap()
     };
     assert_ne!(read_here.node_path(), elsewhere.node_path());
-    // This task re-enters its own read lock, not the other task's (which it cannot share).
-    let read_again = lock.read().await.unwrap();
+    // Code in this holder's scope re-enters its read lock, not the other task's.
+    let read_again = read_here.scope(lock.read()).await.unwrap();
     assert_eq!(read_again.node_path(), read_here.node_path());
+    // Outside any scope, the same task's read is another reader: a node of its own.
+    let sibling = lock.read().await.unwrap();
+    assert_ne!(sibling.node_path(), read_here.node_path());
+    drop(sibling);
     assert_eq!(children(&client, &path).await.unwrap().len(), 2, "no third node");
     drop((read_here, read_again, elsewhere));
     wait_for_children(&client, &path, |c| c.is_empty()).await.unwrap();
@@ -95,7 +99,7 @@ async fn upgrading_a_read_lock_is_refused_at_once() {
     let client = new_client().await;
     let lock = RwLock::with_client(&client, &path);
     let read = lock.read().await.unwrap();
-    match lock.write().await {
+    match read.scope(lock.write()).await {
         Err(Error::WouldDeadlock { path: p, reason }) => {
             assert_eq!(p, path);
             assert!(reason.contains("read lock"), "{reason}");
@@ -128,7 +132,7 @@ async fn a_downgrade_keeps_the_read_lock_when_the_write_lock_goes() {
     };
     wait_for_children(&client, &path, |c| c.len() == 2).await.unwrap();
 
-    let read = lock.read().await.expect("the writer may take the read lock");
+    let read = write.scope(lock.read()).await.expect("code nested in the writer may take the read lock");
     reading.store(true, Ordering::SeqCst);
     let read_node = node_name(read.node_path()).to_owned();
     let write_node = node_name(write.node_path()).to_owned();

@@ -17,7 +17,7 @@ async fn four_sessions_of_eight_tasks_never_overlap() {
 }
 
 #[tokio::test]
-async fn a_nested_acquire_in_the_same_task_is_refused_at_once_and_other_tasks_wait() {
+async fn a_nested_acquire_is_refused_at_once_and_other_tasks_wait() {
     let path = format!("{PATH}/nested");
     let leases = format!("{path}/leases");
     let client = new_client().await;
@@ -33,11 +33,13 @@ async fn a_nested_acquire_in_the_same_task_is_refused_at_once_and_other_tasks_wa
     let before = cversions().await;
 
     for nested in [
-        tokio::time::timeout(PATIENCE, lock.lock()).await.expect("no hang"),
-        tokio::time::timeout(PATIENCE, lock.try_lock()).await.expect("no hang"),
-        tokio::time::timeout(PATIENCE, lock.lock_timeout(Duration::from_secs(60))).await.expect("no hang"),
+        tokio::time::timeout(PATIENCE, guard.scope(lock.lock())).await.expect("no hang"),
+        tokio::time::timeout(PATIENCE, guard.scope(lock.try_lock())).await.expect("no hang"),
+        tokio::time::timeout(PATIENCE, guard.scope(lock.lock_timeout(Duration::from_secs(60)))).await.expect("no hang"),
         // Another handle of the same lock on the same client is the same lock.
-        tokio::time::timeout(PATIENCE, SemaphoreMutex::with_client(&client, &path).lock()).await.expect("no hang"),
+        tokio::time::timeout(PATIENCE, guard.scope(SemaphoreMutex::with_client(&client, &path).lock()))
+            .await
+            .expect("no hang"),
     ] {
         match nested {
             Err(Error::WouldDeadlock { path: p, reason }) => {

@@ -184,7 +184,12 @@ pub(crate) fn acquiring(lock: OrderedLock<'_>, enclosing: impl FnOnce() -> Vec<H
 /// Warns when the current task holds `path`, taken outside the code now acquiring it: a sibling
 /// future's lock, which it waits for like any contender, or the task's own earlier lock, which
 /// it would wait for forever.
-fn warn_of_a_wait_for_itself(held: &HashMap<Owner, Vec<HeldLock>>, nested_in: &[HeldKey], members: &[HeldKey], path: &str) {
+fn warn_of_a_wait_for_itself(
+    held: &HashMap<Owner, Vec<HeldLock>>,
+    nested_in: &[HeldKey],
+    members: &[HeldKey],
+    path: &str,
+) {
     let owner = Owner::current();
     let Some(locks) = held.get(&owner) else { return };
     let outside = |lock: &&HeldLock| {

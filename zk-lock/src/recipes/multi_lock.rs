@@ -164,7 +164,10 @@ impl MultiLock {
         // Dropping the guard on an early return releases what was taken, in reverse order.
         let mut taken = MultiGuard { holds: Vec::with_capacity(self.members.len()), loans: Vec::new() };
         for member in &self.members {
-            match member.acquire(patience_left()).await {
+            // Nested in the members taken: one path's read member after its write member is a
+            // downgrade, not a reader queued behind its own writer.
+            let acquire = scope::nest(&taken.holds, member.acquire(patience_left()));
+            match acquire.await {
                 Ok(share) => {
                     taken.holds.push(share.hold);
                     taken.loans.extend(share.loan);

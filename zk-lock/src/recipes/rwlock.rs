@@ -268,11 +268,15 @@ impl DowngradeNode<'_> {
                     // A server with ZOOKEEPER-4026 answers a create in a multi without its stat.
                     _ => return self.created_zxid(zk).await,
                 },
-                Err(CheckWriteError::CheckFailed { source: ZkError::NoNode }) => return Err(DowngradeError::WriterGone),
+                Err(CheckWriteError::CheckFailed { source: ZkError::NoNode }) => {
+                    return Err(DowngradeError::WriterGone)
+                }
                 Err(CheckWriteError::OperationFailed { source: ZkError::NodeExists, .. }) => {
                     return self.created_zxid(zk).await;
                 }
-                Err(CheckWriteError::CheckFailed { source } | CheckWriteError::OperationFailed { source, .. }) => source,
+                Err(CheckWriteError::CheckFailed { source } | CheckWriteError::OperationFailed { source, .. }) => {
+                    source
+                }
                 Err(CheckWriteError::RequestFailed { source }) => source,
             };
             reconnects.wait(error).await.map_err(DowngradeError::Zookeeper)?;
