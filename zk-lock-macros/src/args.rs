@@ -95,8 +95,8 @@ pub(crate) struct Args {
 }
 
 impl Args {
-    /// `#[zk_semaphore]` with one permit takes a semaphore mutex: a nested call in the same task
-    /// fails at once instead of waiting for itself.
+    /// `#[zk_semaphore]` with one permit takes a semaphore mutex: a call nested in its body fails
+    /// at once instead of waiting for itself.
     pub fn is_semaphore_mutex(&self) -> bool {
         self.attribute == Attribute::Semaphore && matches!(self.permits, None | Some(1))
     }

@@ -57,8 +57,10 @@ use crate::args::Attribute;
 /// `anyhow::Result<T>`) where `E: From<zk_lock::Error>`. Free functions, methods with any
 /// receiver, trait-impl methods, generics, `where` clauses and `impl Trait` are all fine.
 ///
-/// The lock is re-entrant per tokio task: an annotated function calling another one with the
-/// same rendered path (and client) in the same task holds the lock once, without deadlock.
+/// The lock is re-entrant for code nested in the body: an annotated function called from the
+/// body with the same rendered path (and client) holds the lock once, without deadlock (two such
+/// calls joined in the body take turns). Calls that are not nested, such as two calls joined
+/// with `tokio::join!` or run by `buffer_unordered`, exclude each other like any contenders.
 #[proc_macro_attribute]
 pub fn zk_lock(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::attribute(Attribute::Mutex, args.into(), item.into()).into()
@@ -67,8 +69,9 @@ pub fn zk_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 /// Runs an `async fn` while holding the read side of a distributed read/write lock
 /// (`zk_lock::RwLock`, Curator's `InterProcessReadWriteLock`): readers share it, writers wait.
 ///
-/// Takes the same arguments as [`zk_lock`](macro@zk_lock). A task that holds the write lock
-/// may take the read lock of the same path (a downgrade); the reverse is `Error::WouldDeadlock`.
+/// Takes the same arguments as [`zk_lock`](macro@zk_lock). A read call nested in a write lock's
+/// body may take the read lock of the same path (a downgrade); the reverse is
+/// `Error::WouldDeadlock`. A read call joined beside a write body waits for it.
 ///
 /// ```text
 /// #[zk_read_lock(path = "/catalog/<sku>")]
@@ -100,7 +103,7 @@ pub fn zk_write_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 /// 1): how many calls may run at once, across all processes. Every user of a path must give the
 /// same number. With `guard = g`, `g` is the lease (`zk_lock::SemaphorePermit`).
 ///
-/// Leases are not re-entrant: a nested annotated call on the same path in the same task takes a
+/// Leases are not re-entrant: an annotated call nested in the body on the same path takes a
 /// lease of its own. With one permit (the default) that would wait for itself, so the lock is a
 /// `zk_lock::SemaphoreMutex` (Curator's `InterProcessSemaphoreMutex`, the same nodes) and the
 /// nested call fails at once with `Error::WouldDeadlock`; `g` is then a `SemaphoreMutexGuard`.

@@ -55,7 +55,8 @@ pub enum Error {
         reason: String,
     },
 
-    /// The acquisition could never succeed because the same task already holds a conflicting lock.
+    /// The acquisition could never succeed because the code asking is nested in the holder of a
+    /// conflicting lock (a read lock's, for the write lock; a semaphore mutex's, for itself).
     #[error("acquiring `{path}` would deadlock: {reason}")]
     WouldDeadlock {
         /// The lock path.

@@ -1,11 +1,13 @@
-//! Who holds a lock: the [`Owner`] re-entrancy and lock-order checking know a holder by, and
-//! the data written into lock nodes (who holds or waits, for `zk-lock inspect` and operators).
+//! Who took a lock: the [`Owner`] lock-order checking files a granted lock under (to warn of a
+//! task waiting for a lock it holds outside the waiting code), and the data written into lock
+//! nodes (who holds or waits, for `zk-lock inspect` and operators). Neither decides re-entry:
+//! only code nested in a holder's scope re-enters (`holds::scope`).
 
 use std::fmt;
 use std::sync::LazyLock;
 
-/// The holder a re-entrant acquisition is recognised by: the tokio task, or the thread for code
-/// that runs outside any task (the body of `block_on` and `#[tokio::main]`).
+/// The tokio task that took a lock, or the thread for code that runs outside any task (the body
+/// of `block_on` and `#[tokio::main]`): a diagnostic, since futures of one task interleave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Owner {
     Task(tokio::task::Id),

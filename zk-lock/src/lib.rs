@@ -102,9 +102,11 @@
 //!    would change the shape of the path (empty, `.`, `..`, containing `/` or control characters)
 //!    makes the call return [`Error::InvalidPath`]; it never selects another lock.
 //! 2. The lock is taken with the client and timeout of the arguments (here the default client and
-//!    five seconds). Mutexes and read/write locks are re-entrant per tokio task: an annotated
-//!    function called from inside another one with the same path holds the same node. A
-//!    one-permit `#[zk_semaphore]` is not, and refuses such a call with [`Error::WouldDeadlock`].
+//!    five seconds). Mutexes and read/write locks are re-entrant for code nested in the holder:
+//!    an annotated function called from inside another one's body with the same path holds the
+//!    same node. A one-permit `#[zk_semaphore]` is not, and refuses such a call with
+//!    [`Error::WouldDeadlock`]. Calls that are not nested (sibling futures of one task, spawned
+//!    tasks) wait their turn.
 //! 3. The body runs as an `async move` block. The `if let` before it pins the block's output to the
 //!    declared return type, so `?` and `return` in the body mean exactly what they meant in the
 //!    function. `guard = g` binds a reference to the guard; the `__zk_lock_` locals have mixed-site
@@ -157,7 +159,7 @@
 //! | recipes | [`Mutex`], [`RwLock`], [`Semaphore`], [`SemaphoreMutex`], [`MultiLock`], [`SharedCount`], [`participants`], [`revoke`]; how long to wait; the loop that retries an acquisition across sessions, written once |
 //! | registry | the process-wide default and named clients ([`connect`], [`default_client`], [`named_client`]) |
 //! | client | [`Client`] and [`ClientBuilder`]: the current session, its renewal, the settings |
-//! | holds | a granted node shared by re-entrant guards, its loss watch, the hold table, the guard types |
+//! | holds | a granted node shared by re-entrant guards, its loss watch, the holders' scopes, the guard types |
 //! | engine | one attempt at a lock or at leases on one session: join, wait, clean up |
 //! | ZooKeeper operations | retries over broken connections, container parents, protected lookup, listing |
 //! | session | one ZooKeeper session: its health, the ledger of its nodes, its retirement |
@@ -184,7 +186,7 @@ mod session;
 mod zk;
 // One attempt at a lock or at leases, on one session.
 mod engine;
-// Granted nodes, their loss watch, the hold table, the guard types.
+// Granted nodes, their loss watch, the holders' scopes, the guard types.
 mod holds;
 // `Client`: the current session, renewal, settings.
 mod client;

@@ -202,8 +202,8 @@ impl Lock {
         Semaphore::on(self.target(path)?, permits).acquire_one(self.patience).await
     }
 
-    /// `#[zk_semaphore]` with one permit: the lease of a [`SemaphoreMutex`], so that a nested
-    /// call in the same task fails at once instead of waiting for itself.
+    /// `#[zk_semaphore]` with one permit: the lease of a [`SemaphoreMutex`], so that a call
+    /// nested in its body fails at once instead of waiting for itself.
     ///
     /// # Errors
     ///

@@ -1,6 +1,6 @@
 //! [`Client`]: a ZooKeeper connection that renews its session and carries lock defaults.
 //!
-//! May use: `holds` (a client owns a hold table), `session`, `zk` and the foundations. The
+//! May use: `session`, `zk` and the foundations. The
 //! builder's `install` lives with the registry, one layer up.
 
 mod builder;

@@ -1,7 +1,7 @@
 //! Lock-order checking: what kernel developers call lockdep, for distributed locks.
 //!
-//! While a tokio task holds a lock and starts to acquire another, the edge between the two
-//! lock *classes* is recorded: for a lock taken by an annotated function its class is the path
+//! When code nested in the holder of a lock (an annotated function's body, a guard's `scope`)
+//! starts to acquire another, the edge between the two lock *classes* is recorded: for a lock taken by an annotated function its class is the path
 //! template with the placeholders' names left out (`/account_<from>` and `/account_<to>` are
 //! `/account_<_>`), for one taken through the API its path. Two tasks, in one process
 //! or in two, that take the same classes in opposite orders can deadlock, even when no test ever
@@ -9,11 +9,14 @@
 //! site of an annotated lock) and `trace` only.
 //!
 //! - Recorded when the acquisition starts (a deadlock never gets to the grant), from every lock
-//!   its holder holds: granted and not yet released, wherever the guard went. The holder is the
-//!   one re-entrancy knows: the tokio task, or the thread for code outside any task (the body of
-//!   `#[tokio::main]` or `#[tokio::test]`). A re-entry, a read lock under the holder's own write
-//!   lock (a downgrade) and an acquisition refused with `WouldDeadlock` take no new node and
-//!   make no edge; nor does a single attempt (`try_`, a zero timeout), which never waits.
+//!   it is nested in: the holders' scopes around it, the one re-entry knows. Sibling futures of
+//!   one task are not nested in each other and make no edge between their locks; sequential API
+//!   code makes one only when it takes the second lock inside the first guard's `scope`. A
+//!   re-entry, a read lock under the holder's own write lock (a downgrade) and an acquisition
+//!   refused with `WouldDeadlock` take no new node and make no edge; nor does a single attempt
+//!   (`try_`, a zero timeout), which never waits.
+//! - A task starting to acquire a lock it took itself outside the acquiring code gets a warning
+//!   event: it may be waiting for itself (sequential code that should have used `scope`).
 //! - A multi-lock's members are taken in sorted order: members of one class make no edges among
 //!   themselves (two multi-locks on them cannot deadlock), members of different classes do, in
 //!   the order taken (code taking those classes one by one the other way round can deadlock).

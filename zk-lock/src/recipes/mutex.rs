@@ -1,4 +1,4 @@
-//! [`Mutex`]: Curator's `InterProcessMutex`, re-entrant per tokio task.
+//! [`Mutex`]: Curator's `InterProcessMutex`, re-entrant for code nested in its holder.
 
 use std::fmt;
 use std::panic::Location;
@@ -13,11 +13,13 @@ use crate::layout::Recipe;
 /// A distributed mutual-exclusion lock at a ZooKeeper path, compatible with Curator's
 /// `InterProcessMutex`: Rust and Java processes using the same path exclude each other.
 ///
-/// Waiters are served in the order they queued (fair). The lock is re-entrant per tokio task
-/// (per thread for code outside any task, such as the body of `#[tokio::main]`): a holder that
-/// locks it again through the same [`Client`] gets a new guard at once, without a new node; the
-/// node is deleted when the last of its guards goes. Futures joined inside one task count as one
-/// holder; a spawned task is a new holder that waits its turn.
+/// Waiters are served in the order they queued (fair). The lock is re-entrant for code nested in
+/// its holder: the body of an annotated function and what it awaits, or the future given to the
+/// guard's [`scope`](MutexGuard::scope). Such code that locks it again through the same
+/// [`Client`] gets a new guard without a new node (nested acquisitions borrow it one at a time);
+/// the node is deleted when the last of its guards goes. Everything else waits its turn: sibling
+/// futures of the same task (`join!`, `select!`, streams), spawned tasks, later code of the
+/// task (which would wait for itself), other clients and processes.
 ///
 /// ```no_run
 /// # async fn demo() -> zk_lock::Result<()> {
@@ -88,7 +90,8 @@ impl Mutex {
     ///
     /// - [`Error::InvalidPath`](crate::Error::InvalidPath) if the path is not a valid lock path.
     /// - [`Error::Timeout`](crate::Error::Timeout) if the client's default timeout passed first.
-    /// - [`Error::Lost`](crate::Error::Lost) if this task already holds the lock and it was lost.
+    /// - [`Error::Lost`](crate::Error::Lost) if this code is nested in the lock's holder and the
+    ///   lock was lost.
     /// - [`Error::NoAuth`](crate::Error::NoAuth) if the ACL of the nodes at the path refuses this client's credentials
     ///   ([`ClientBuilder::acl`](crate::ClientBuilder::acl)).
     /// - [`Error::Connect`](crate::Error::Connect) or [`Error::Zookeeper`](crate::Error::Zookeeper)

@@ -23,10 +23,11 @@ use crate::zk::Reconnects;
 /// Readers share the lock; a writer excludes everyone. It is fair: everyone is served in queue
 /// order, so a queued writer keeps later readers waiting and is never starved.
 ///
-/// Both sides are re-entrant per tokio task, as [`Mutex`](crate::Mutex) is. A task that holds
-/// the write lock may also take the read lock (a downgrade: release the write lock afterwards
-/// and keep reading, with no writer slipping in between). A task that holds only the read lock
-/// and asks for the write lock gets [`Error::WouldDeadlock`] at once: it would wait for itself.
+/// Both sides are re-entrant for code nested in their holder, as [`Mutex`](crate::Mutex) is.
+/// Code nested in the write lock's holder may also take the read lock (a downgrade: release the
+/// write lock afterwards and keep reading, with no writer slipping in between); a sibling reader
+/// waits for the writer. Code nested in a read lock's holder (and in no write lock's) that asks
+/// for the write lock gets [`Error::WouldDeadlock`] at once: it would wait for itself.
 ///
 /// ```no_run
 /// # async fn demo() -> zk_lock::Result<()> {
@@ -92,7 +93,7 @@ impl RwLock {
     ///
     /// - [`Error::InvalidPath`] if the path is not a valid lock path.
     /// - [`Error::Timeout`] if the client's default timeout passed first.
-    /// - [`Error::Lost`] if this task already holds the lock and it was lost.
+    /// - [`Error::Lost`] if this code is nested in the lock's holder and the lock was lost.
     /// - [`Error::NoAuth`] if the ACL of the nodes at the path refuses this client's credentials
     ///   ([`ClientBuilder::acl`](crate::ClientBuilder::acl)).
     /// - [`Error::Connect`] or [`Error::Zookeeper`] if ZooKeeper cannot be reached or refuses a
@@ -137,7 +138,8 @@ impl RwLock {
     ///
     /// # Errors
     ///
-    /// - [`Error::WouldDeadlock`] if this task holds the read lock but not the write lock.
+    /// - [`Error::WouldDeadlock`] if this code is nested in a holder of the read lock and in no
+    ///   holder of the write lock.
     /// - Otherwise as [`read`](Self::read).
     ///
     /// # Cancel safety

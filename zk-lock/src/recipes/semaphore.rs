@@ -29,8 +29,8 @@ use crate::trace;
 /// must use the same limit, as with Curator, or drive it with a [`SharedCount`]
 /// ([`with_count`](Self::with_count)): raising the count wakes a waiting request.
 ///
-/// Leases are not re-entrant: every acquisition takes new leases, even in a task that holds
-/// some already. Each [`SemaphorePermit`] is one lease, released on its own.
+/// Leases are not re-entrant: every acquisition takes new leases, even in code nested in the
+/// holder of some. Each [`SemaphorePermit`] is one lease, released on its own.
 ///
 /// ```no_run
 /// # async fn demo() -> zk_lock::Result<()> {

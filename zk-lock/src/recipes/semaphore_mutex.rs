@@ -15,16 +15,18 @@ use crate::layout::Recipe;
 /// `InterProcessSemaphoreMutex`: a [`Semaphore`] with one lease, same node layout
 /// (`<path>/locks/..` and `<path>/leases/_c_<uuid>-lease-<sequence>`).
 ///
-/// Use it where a task must not take the same lock twice: a task that holds it and asks again
-/// (through the same [`Client`]) gets [`Error::WouldDeadlock`] at once, where Curator's would
-/// block forever. Other tasks wait their turn, in queue order. For a lock a task may re-enter,
-/// use [`Mutex`](crate::Mutex).
+/// Use it where the holding code must not take the same lock twice: code nested in its holder
+/// (an annotated function's body, a guard's [`scope`](SemaphoreMutexGuard::scope)) that asks
+/// again through the same [`Client`] gets [`Error::WouldDeadlock`] at once, where Curator's would
+/// block forever. Everyone else, sibling futures of the same task included, waits its turn, in
+/// queue order. For a lock that nested code may re-enter, use [`Mutex`](crate::Mutex).
 ///
 /// ```no_run
 /// # async fn demo() -> zk_lock::Result<()> {
 /// let lock = zk_lock::SemaphoreMutex::new("/jobs/nightly-report");
 /// let guard = lock.lock().await?;
-/// assert!(matches!(lock.try_lock().await, Err(zk_lock::Error::WouldDeadlock { .. })));
+/// let nested = guard.scope(lock.try_lock()).await;
+/// assert!(matches!(nested, Err(zk_lock::Error::WouldDeadlock { .. })));
 /// // ... the report ...
 /// guard.release().await?;
 /// # Ok(()) }
@@ -78,8 +80,8 @@ impl SemaphoreMutex {
     ///
     /// # Errors
     ///
-    /// - [`Error::WouldDeadlock`] if this task already holds the lock through the same client:
-    ///   it is not re-entrant. Nothing is sent to ZooKeeper.
+    /// - [`Error::WouldDeadlock`] if this code is nested in the holder of this lock (through the
+    ///   same client): it is not re-entrant. Nothing is sent to ZooKeeper.
     /// - [`Error::InvalidPath`] if the path is not a valid lock path.
     /// - [`Error::Timeout`] if the client's default timeout passed first.
     /// - [`Error::NoAuth`] if the ACL of the nodes at the path refuses this client's credentials
