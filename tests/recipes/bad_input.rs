@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 
 use zk_lock::__private::{Lock, Template};
 use zk_lock::testing::{children, wait_for_children};
-use zk_lock::{zk_lock, Client, Error, LostReason, Mutex, RwLock, Semaphore, SharedCount, MAX_PATH_LEN};
+use zk_lock::{
+    participants_with, revoke_with, validate_lock_path, zk_lock, Client, Error, LostReason, MultiLock, Mutex, RwLock,
+    Semaphore, SemaphoreMutex, SharedCount, MAX_PATH_LEN,
+};
 use zookeeper_client::{Acls, CreateMode};
 
 use crate::support::{new_client, server, PATIENCE};
@@ -193,6 +196,77 @@ async fn the_path_length_limit_is_far_below_what_the_server_rejects() {
         matches!(&refused, Err(Error::InvalidPath { reason, .. }) if reason.contains("1048590 bytes")),
         "{refused:?}"
     );
+}
+
+#[zk_lock(path = "/it-bad-input-bmp/attr/<name>", client = "bad-input-bmp")]
+async fn by_bmp_name(name: &str) -> Result<(), Error> {
+    unreachable!("the body must not run for {name:?}")
+}
+
+/// A character above U+FFFF (an emoji) passes zookeeper-client's own check, and the server
+/// answers "bad arguments": Java holds it as a surrogate pair, which `PathUtils.validatePath`
+/// refuses. Every way to a lock refuses it first, naming the path.
+#[tokio::test]
+async fn characters_above_u_ffff_are_refused_before_any_request() {
+    let root = "/it-bad-input-bmp";
+    let client = Client::builder(server().connect_string()).install_as("bad-input-bmp").await.unwrap();
+    let mut wrong = Vec::new();
+    let mut check = |what: &str, expected: &str, outcome: zk_lock::Result<()>| match outcome {
+        Err(Error::InvalidPath { path, reason })
+            if path == expected && reason.contains("U+1F600") && reason.contains("allowed are") => {}
+        other => wrong.push(format!("{what} {expected:?}: {other:?}")),
+    };
+    let nested = format!("{root}/lock_😀");
+    for path in ["/lock_😀", nested.as_str()] {
+        check("Mutex (default client)", path, Mutex::new(path).lock().await.map(drop));
+        check("Mutex", path, Mutex::with_client(&client, path).lock().await.map(drop));
+        check("RwLock", path, RwLock::with_client(&client, path).try_write().await.map(drop));
+        check("Semaphore", path, Semaphore::with_client(&client, path, 2).try_acquire().await.map(drop));
+        check("SemaphoreMutex", path, SemaphoreMutex::with_client(&client, path).try_lock().await.map(drop));
+        // `a` sorts first: it must not be taken either.
+        let multi = MultiLock::with_client(&client, [format!("{root}/a"), path.to_owned()]);
+        check("MultiLock", path, multi.try_lock().await.map(drop));
+        check("participants", path, participants_with(&client, path).await.map(drop));
+        check("revoke", path, revoke_with(&client, path).await.map(drop));
+    }
+    // A placeholder's value, through the attribute and the support code it expands to.
+    let rendered = format!("{root}/attr/lock_😀");
+    check("attribute", &rendered, by_bmp_name("lock_😀").await);
+    let template = Template::new().lit("/it-bad-input-bmp/attr/").value("name", "lock_😀").finish();
+    check("Template", &rendered, Lock::new().client("bad-input-bmp").mutex(template).await.map(drop));
+    assert!(wrong.is_empty(), "expected InvalidPath naming the path and U+1F600:\n{}", wrong.join("\n"));
+
+    let zk = client.zookeeper();
+    assert!(zk.check_stat(root).await.unwrap().is_none(), "nothing was created under {root}");
+    let top = children(&client, "/").await.unwrap();
+    assert!(!top.iter().any(|name| name == "lock_😀"), "nothing was created at the root: {top:?}");
+}
+
+/// The library's character rule is the server's: the last character allowed before each refused
+/// range makes a node, and a character above U+FFFF is refused by the server itself.
+/// (zookeeper-client refuses the ranges below U+FFFF before sending; the rest of the rule is
+/// `PathUtils.validatePath`'s, read from its source.)
+#[tokio::test]
+async fn the_character_rule_is_the_servers() {
+    let root = "/it-bad-input-chars";
+    let raw = zookeeper_client::Client::connect(&server().connect_string()).await.unwrap();
+    raw.create(root, b"", &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.ok();
+    let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+    for c in ['\u{20}', '\u{7e}', '\u{a0}', '\u{d7ff}', '\u{f900}', '\u{ffef}'] {
+        let path = format!("{root}/x{c}");
+        validate_lock_path(&path).unwrap_or_else(|e| panic!("U+{:04X}: {e}", u32::from(c)));
+        raw.create(&path, b"", &ephemeral).await.unwrap_or_else(|e| panic!("U+{:04X}: {e}", u32::from(c)));
+    }
+    for c in ['\u{10000}', '😀', '\u{10ffff}'] {
+        let path = format!("{root}/x{c}");
+        assert!(matches!(validate_lock_path(&path), Err(Error::InvalidPath { .. })), "U+{:04X}", u32::from(c));
+        let refused = raw.create(&path, b"", &ephemeral).await.map(drop);
+        assert!(
+            matches!(&refused, Err(e @ zookeeper_client::Error::BadArguments(_)) if e.to_string().contains("server error")),
+            "U+{:04X}: {refused:?}",
+            u32::from(c)
+        );
+    }
 }
 
 // --- foreign children ----------------------------------------------------------------------------

@@ -155,7 +155,8 @@ fn check_shape(template: &str, pieces: &[Piece]) -> Result<(), String> {
         if let Piece::Literal(text) = piece {
             if let Some(c) = text.chars().find(|&c| is_rejected_char(c)) {
                 return Err(format!(
-                    "{} contains {c:?} (U+{:04X}), which ZooKeeper rejects; use printable characters",
+                    "{} contains {c:?} (U+{:04X}), which ZooKeeper rejects; allowed are U+0020-U+007E, \
+                     U+00A0-U+D7FF and U+F900-U+FFEF",
                     path(),
                     u32::from(c)
                 ));
@@ -194,9 +195,13 @@ fn check_shape(template: &str, pieces: &[Piece]) -> Result<(), String> {
     Ok(())
 }
 
-/// The characters ZooKeeper's `PathUtils.validatePath` rejects (as `zk_lock`'s path rules).
+/// The characters ZooKeeper's `PathUtils.validatePath` rejects (as `zk_lock`'s path rules):
+/// everything above U+FFFF too, since Java holds it as a surrogate pair and refuses surrogates.
 fn is_rejected_char(c: char) -> bool {
-    matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..='\u{ffff}')
+    matches!(
+        c,
+        '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..='\u{ffff}' | '\u{10000}'..
+    )
 }
 
 #[cfg(test)]
@@ -292,5 +297,17 @@ mod tests {
         assert!(err("/zookeeper/<id>").contains("under `/zookeeper`"));
         assert!(err("/a\u{7}b").contains("U+0007"));
         assert!(err("/a/\u{e000}").contains("U+E000"));
+    }
+
+    #[test]
+    fn rejects_characters_at_the_edges_of_zookeepers_ranges() {
+        for ok in ["/\u{20}", "/\u{7e}", "/\u{a0}", "/\u{d7ff}", "/\u{f900}", "/\u{ffef}<a>"] {
+            parse(ok).unwrap_or_else(|e| panic!("{ok:?} rejected: {e}"));
+        }
+        for c in ['\u{1f}', '\u{7f}', '\u{9f}', '\u{f8ff}', '\u{fff0}', '\u{ffff}', '\u{10000}', '😀', '\u{10ffff}'] {
+            let message = err(&format!("/lock_{c}/<a>"));
+            assert!(message.contains(&format!("U+{:04X}", u32::from(c))), "{message}");
+            assert!(message.contains("allowed are U+0020-U+007E, U+00A0-U+D7FF and U+F900-U+FFEF"), "{message}");
+        }
     }
 }

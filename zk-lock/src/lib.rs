@@ -99,8 +99,9 @@
 //!    static as the lock's site: [`lock_order()`] names the template as the lock's class, and
 //!    the function and line that took it. The static is inside a block: the body cannot name it.
 //! 1. The path is rendered from the parameters with `Display` before anything else. A value that
-//!    would change the shape of the path (empty, `.`, `..`, containing `/` or control characters)
-//!    makes the call return [`Error::InvalidPath`]; it never selects another lock.
+//!    would change the shape of the path (empty, `.`, `..`, containing `/`) or that ZooKeeper
+//!    rejects (control characters, emoji) makes the call return [`Error::InvalidPath`]; it never
+//!    selects another lock.
 //! 2. The lock is taken with the client and timeout of the arguments (here the default client and
 //!    five seconds). Mutexes and read/write locks are re-entrant for code nested in the holder:
 //!    an annotated function called from inside another one's body with the same path holds the

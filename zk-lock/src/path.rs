@@ -15,7 +15,8 @@ pub const MAX_PATH_LEN: usize = 1024;
 ///
 /// [`Error::InvalidPath`] naming the path and the rule it breaks: it must be absolute, must not
 /// be `/` itself, must not end with `/`, contain an empty, `.` or `..` segment, lie under
-/// `/zookeeper`, contain characters ZooKeeper rejects, or be longer than [`MAX_PATH_LEN`] bytes.
+/// `/zookeeper`, contain characters ZooKeeper rejects (controls, private use, U+FFF0-U+FFFF, and
+/// anything above U+FFFF, like emoji), or be longer than [`MAX_PATH_LEN`] bytes.
 pub fn validate_lock_path(path: &str) -> Result<()> {
     let fail = |reason: &str| Err(Error::invalid_path(path, reason));
     if path.is_empty() {
@@ -67,9 +68,9 @@ fn check_segment(segment: &str) -> std::result::Result<(), String> {
     match segment {
         "" => Err("empty segment (`//` or an empty value); every segment needs a name".into()),
         "." | ".." => Err(format!("`{segment}` segments are not allowed; ZooKeeper paths have no relative parts")),
-        _ => match segment.chars().find(|&c| is_rejected_char(c)) {
-            Some(c) => Err(format!(
-                "character {c:?} (U+{:04X}) is not allowed; ZooKeeper rejects control, surrogate and private-use characters",
+        _ => match segment.chars().find_map(|c| rejected_char(c).map(|kind| (c, kind))) {
+            Some((c, kind)) => Err(format!(
+                "character {c:?} (U+{:04X}) is {kind}, which ZooKeeper rejects; {ALLOWED_CHARS}",
                 u32::from(c)
             )),
             None => Ok(()),
@@ -77,9 +78,23 @@ fn check_segment(segment: &str) -> std::result::Result<(), String> {
     }
 }
 
-/// The characters ZooKeeper's `PathUtils.validatePath` rejects.
-fn is_rejected_char(c: char) -> bool {
-    matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..='\u{ffff}')
+/// What [`rejected_char`] leaves, for the error message.
+const ALLOWED_CHARS: &str = "allowed are U+0020-U+007E, U+00A0-U+D7FF and U+F900-U+FFEF";
+
+/// What kind of character `c` is when ZooKeeper rejects it in a path, or `None`.
+///
+/// ZooKeeper's `PathUtils.validatePath` refuses the UTF-16 units U+0000-U+001F, U+007F-U+009F,
+/// U+D800-U+F8FF and U+FFF0-U+FFFF (the server answers "bad arguments"). A `char` is never a
+/// surrogate, but every character above U+FFFF reaches Java as a surrogate pair, so the server
+/// refuses all of them.
+fn rejected_char(c: char) -> Option<&'static str> {
+    match c {
+        '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' => Some("a control character"),
+        '\u{e000}'..='\u{f8ff}' => Some("a private-use character"),
+        '\u{fff0}'..='\u{ffff}' => Some("in the Specials block (U+FFF0-U+FFFF)"),
+        '\u{10000}'.. => Some("outside the Basic Multilingual Plane (Java holds it as a surrogate pair)"),
+        _ => None,
+    }
 }
 
 /// A child node's path in one shared string, split where the child's part starts:
@@ -150,6 +165,38 @@ mod tests {
         assert!(reason("/a\u{1b}b").contains("U+001B"));
         assert!(reason("/a\u{e000}").contains("U+E000"));
         assert!(reason(&format!("/{}", "x".repeat(MAX_PATH_LEN))).contains("at most"));
+    }
+
+    /// The last allowed and first refused character at each edge of ZooKeeper's ranges.
+    #[test]
+    fn characters_match_zookeepers_ranges_at_every_edge() {
+        let allowed = ['\u{20}', '\u{7e}', '\u{a0}', '\u{d7ff}', '\u{f900}', '\u{ffef}'];
+        let refused = [
+            ('\u{0}', "control"),
+            ('\u{1f}', "control"),
+            ('\u{7f}', "control"),
+            ('\u{9f}', "control"),
+            ('\u{e000}', "private-use"),
+            ('\u{f8ff}', "private-use"),
+            ('\u{fff0}', "Specials"),
+            ('\u{ffff}', "Specials"),
+            ('\u{10000}', "Basic Multilingual Plane"),
+            ('😀', "Basic Multilingual Plane"),
+            ('\u{10ffff}', "Basic Multilingual Plane"),
+        ];
+        for c in allowed {
+            validate_lock_path(&format!("/lock_{c}"))
+                .unwrap_or_else(|e| panic!("U+{:04X} rejected: {e}", u32::from(c)));
+            validate_rendered_value(&format!("/lock_{c}"), "id", &c.to_string()).unwrap();
+        }
+        for (c, kind) in refused {
+            let code = format!("U+{:04X}", u32::from(c));
+            let why = reason(&format!("/lock_{c}"));
+            assert!(why.contains(&code) && why.contains(kind), "{code}: {why}");
+            assert!(why.contains("allowed are U+0020-U+007E, U+00A0-U+D7FF and U+F900-U+FFEF"), "{why}");
+            let err = validate_rendered_value(&format!("/lock_{c}"), "id", &c.to_string()).unwrap_err();
+            assert!(matches!(&err, Error::InvalidPath { reason, .. } if reason.contains(&code)), "{err}");
+        }
     }
 
     #[test]

@@ -10,4 +10,9 @@ async fn private_use() -> Result<(), Error> {
     Ok(())
 }
 
+#[zk_lock(path = "/locks/lock_😀")]
+async fn outside_the_bmp() -> Result<(), Error> {
+    Ok(())
+}
+
 fn main() {}

@@ -15,6 +15,7 @@ use crate::error::{Error, LostReason, Result};
 use crate::holds::scope::{self, Loan};
 use crate::holds::{HeldNode, Share};
 use crate::lock_order;
+use crate::path::validate_lock_path;
 
 /// One lock of a [`MultiLock`].
 #[derive(Clone, Debug)]
@@ -154,6 +155,11 @@ impl MultiLock {
 
     /// Takes every lock, a timeout counting for all of them together.
     pub(crate) async fn acquire(&self, patience: Patience) -> Result<MultiGuard> {
+        // Every path before the first lock: a bad one is refused with nothing sent, not after the
+        // members sorted before it were taken (and released).
+        for member in &self.members {
+            validate_lock_path(member.path())?;
+        }
         // Sorted, the members cannot deadlock each other: no lock-order edges among them.
         lock_order::together(self.acquire_members(patience)).await
     }
