@@ -237,3 +237,25 @@ async fn a_timeout_a_loss_and_a_revocation_are_reported() {
     assert!(!events.iter().any(|e| e.message == "lock released"), "{events:#?}");
     one(&events, "lock lost", |_| true);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_locking_again_outside_its_holders_scope_is_warned_that_it_may_wait_for_itself() {
+    recorder();
+    zk_lock::set_lock_order_checking(true);
+    let path = "/it-tracing/self-wait";
+    let client = new_client().await;
+    let mutex = Mutex::with_client(&client, path);
+    let guard = mutex.lock().await.unwrap();
+    // Inside the holder's scope: a re-entry, no warning.
+    drop(guard.scope(mutex.lock()).await.unwrap());
+    assert!(events_about(path).iter().all(|e| e.level != tracing::Level::WARN), "{:#?}", events_about(path));
+
+    // Sequential code of the same task, outside the scope: it waits for itself, and is told.
+    let again = mutex.lock_timeout(Duration::from_millis(300)).await;
+    assert!(matches!(again, Err(zk_lock::Error::Timeout { .. })), "{again:?}");
+    let events = events_about(path);
+    let warned: Vec<_> = events.iter().filter(|e| e.level == tracing::Level::WARN).collect();
+    assert_eq!(warned.len(), 1, "one warning: {events:#?}");
+    assert!(warned[0].message.contains("waits for itself") && warned[0].message.contains("scope(..)"), "{warned:?}");
+    guard.release().await.unwrap();
+}
