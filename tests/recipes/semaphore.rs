@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use tokio::sync::Barrier;
 use zk_lock::testing::{children, wait_for_children};
-use zk_lock::{Client, Error, LostReason, Semaphore, SharedCount};
+use zk_lock::{Client, Error, LostReason, Semaphore, SemaphoreMutex, SharedCount};
 
-use crate::scenarios::{self, Leases};
+use crate::scenarios::{self, Exclusive, Guard, Leases};
 use crate::support::{client_with_session_timeout, new_client, node_name, rng, server, PATIENCE};
 
 const PATH: &str = "/it-semaphore";
@@ -191,7 +191,7 @@ async fn four_sessions_of_eight_tasks_with_one_lease_never_overlap() {
 }
 
 /// Waiting for a lease is `busy_and_timeouts_leave_only_the_holders_nodes`; here the contender
-/// waits for the internal mutex, which another waiter holds.
+/// waits for the internal mutex, which another waiter holds while it waits for a lease.
 #[tokio::test]
 async fn a_timeout_waiting_for_the_internal_mutex_removes_every_node_before_returning() {
     let path = format!("{PATH}/timeout");
@@ -207,6 +207,9 @@ async fn a_timeout_waiting_for_the_internal_mutex_removes_every_node_before_retu
     wait_for_children(&holder_client, &locks(&path), |c| c.len() == 1).await.unwrap();
     let waiter_lock = children(&holder_client, &locks(&path)).await.unwrap();
     assert!(matches!(contender.acquire_many_timeout(1, Duration::from_millis(300)).await, Err(Error::Timeout { .. })));
+    // A single attempt does not wait behind the waiter at all: the lease is taken.
+    let single = tokio::time::timeout(Duration::from_secs(5), contender.try_acquire()).await;
+    assert!(matches!(single, Ok(Err(Error::Busy { .. }))), "{single:?}");
     assert_eq!(children(&contender_client, &locks(&path)).await.unwrap(), waiter_lock, "only the waiter's lock node");
     assert_eq!(children(&contender_client, &leases(&path)).await.unwrap().len(), 2, "the holder's and the waiter's");
 
@@ -248,6 +251,62 @@ async fn acquisitions_dropped_at_random_points_leave_no_node() {
     }
     wait_for_children(&client, &leases(&path), |c| c.is_empty()).await.unwrap();
     wait_for_children(&client, &locks(&path), |c| c.is_empty()).await.unwrap();
+}
+
+/// Three sessions try a free lock at the same instant, 30 times: exactly as many win as it has
+/// leases, every time. `Busy` means the leases are taken, not that another try was under way.
+async fn simultaneous_tries_win_every_free_lease<R: Exclusive>(path: &str) {
+    const CONTENDERS: usize = 3;
+    const ROUNDS: usize = 30;
+    let mut locks = Vec::new();
+    for _ in 0..CONTENDERS {
+        locks.push(R::new(&new_client().await, path));
+    }
+    let observer = new_client().await;
+    let mut winners = Vec::new();
+    for _ in 0..ROUNDS {
+        let (start, returned) = (Arc::new(Barrier::new(CONTENDERS)), Arc::new(Barrier::new(CONTENDERS)));
+        let tries = locks.iter().cloned().map(|lock| {
+            let (start, returned) = (start.clone(), returned.clone());
+            tokio::spawn(async move {
+                start.wait().await;
+                let outcome = lock.try_acquire().await;
+                // Winners hold on until every contender has its answer.
+                returned.wait().await;
+                match outcome {
+                    Ok(guard) => guard.release().await.map(|()| 1),
+                    Err(Error::Busy { .. }) => Ok(0),
+                    Err(error) => Err(error),
+                }
+            })
+        });
+        let mut won = 0;
+        for task in tries.collect::<Vec<_>>() {
+            won += task.await.expect("task panicked").expect("a win or Busy");
+        }
+        winners.push(won);
+        for queue in R::queues(path) {
+            wait_for_children(&observer, &queue, |c| c.is_empty()).await.unwrap();
+        }
+    }
+    let expected = R::HOLDERS.min(CONTENDERS);
+    let wrong = winners.iter().filter(|&&won| won != expected).count();
+    assert_eq!(wrong, 0, "{wrong} of {ROUNDS} rounds without exactly {expected} winners: {winners:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simultaneous_try_locks_of_a_semaphore_mutex_have_one_winner() {
+    simultaneous_tries_win_every_free_lease::<SemaphoreMutex>(&format!("{PATH}/simultaneous-mutex")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simultaneous_tries_of_one_lease_have_one_winner() {
+    simultaneous_tries_win_every_free_lease::<Leases<1>>(&format!("{PATH}/simultaneous-one")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simultaneous_tries_of_two_leases_have_two_winners() {
+    simultaneous_tries_win_every_free_lease::<Leases<2>>(&format!("{PATH}/simultaneous-two")).await;
 }
 
 #[tokio::test]

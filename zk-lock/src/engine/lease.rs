@@ -15,7 +15,12 @@
 //! - If someone held the mutex, the leases made ahead of time are deleted at once and this
 //!   acquisition waits for the mutex in the engine's queue, like Curator's. The next acquisition
 //!   through the same semaphore then creates no lease ahead of time until one finds the mutex
-//!   free again, so a busy semaphore does not pay for the shortcut over and over.
+//!   free again, so a busy semaphore does not pay for the shortcut over and over. Until they are
+//!   deleted, such leases are told apart by their names and not counted (`lease_count`).
+//!
+//! A single attempt (`try_`, a zero timeout) waits for the mutex too, but only while the leases
+//! have room: whoever holds it is then only taking free leases. Once they are full it fails with
+//! `Busy`, rather than wait behind a holder that waits for a lease.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -28,11 +33,15 @@ use zookeeper_client::{
 
 use super::attempt::Attempt;
 use super::claim::Claim;
+use super::lease_count::{taken, until_full, LeaseLimit};
 use super::not_granted::NotGranted;
 use super::queue::{wait_for_grant, LockSpec};
 use super::ungranted::{Created, UngrantedNode};
 use crate::background;
-use crate::layout::{new_protected_prefix, ParticipantKind, SEMAPHORE_LEASES, SEMAPHORE_REQUEST, SEMAPHORE_REQUESTS};
+use crate::layout::{
+    lease_prefix_ahead_of_time, new_protected_prefix, ParticipantKind, SEMAPHORE_LEASES, SEMAPHORE_REQUEST,
+    SEMAPHORE_REQUESTS,
+};
 use crate::session::Session;
 use crate::trace;
 use crate::zk::{create_containers, Reconnects};
@@ -48,15 +57,6 @@ pub(crate) struct LeaseSpec<'a> {
     /// Whether the last acquisition through this semaphore found it free: then lease nodes are
     /// created together with the lock node, before we know that we hold the internal mutex.
     pub uncontended: &'a AtomicBool,
-}
-
-/// How many leases may exist at once: a fixed number, or a shared count that changes.
-pub(crate) trait LeaseLimit: Send {
-    /// The limit now.
-    fn current(&mut self) -> usize;
-
-    /// Resolves when the limit may have changed; never, for a fixed one.
-    fn changed(&mut self) -> impl Future<Output = ()> + Send;
 }
 
 /// Granted leases: node paths and creation zxids (fencing tokens).
@@ -89,8 +89,8 @@ impl PipelinedNode {
     // Not followed by the waiters behind it (`UngrantedNode::in_queue`): nothing watches the
     // internal mutex's node while its owner waits for leases, so a deletion by someone else
     // would go unnoticed by them.
-    fn new(session: &Arc<Session>, parent: &str, kind: ParticipantKind) -> Self {
-        let node = UngrantedNode::new(session.clone(), parent, new_protected_prefix());
+    fn new(session: &Arc<Session>, parent: &str, kind: ParticipantKind, prefix: String) -> Self {
+        let node = UngrantedNode::new(session.clone(), parent, prefix);
         Self { node, parent: parent.to_owned(), lock_name: kind.lock_name(), made: None }
     }
 
@@ -137,14 +137,22 @@ impl<'a, L: LeaseLimit> LeaseAttempt<'a, L> {
     ) -> Self {
         let requests_parent = format!("{}/{SEMAPHORE_REQUESTS}", spec.path);
         let leases_parent = format!("{}/{SEMAPHORE_LEASES}", spec.path);
-        let request = PipelinedNode::new(&session, &requests_parent, ParticipantKind::LeaseRequest);
+        let request =
+            PipelinedNode::new(&session, &requests_parent, ParticipantKind::LeaseRequest, new_protected_prefix());
         let losses_seen = session.health().losses;
         let leases = Vec::with_capacity(spec.count);
         Self { session, spec, acls, limit, may_wait, losses_seen, requests_parent, leases_parent, request, leases }
     }
 
     fn new_lease(&self) -> PipelinedNode {
-        PipelinedNode::new(&self.session, &self.leases_parent, ParticipantKind::Lease)
+        PipelinedNode::new(&self.session, &self.leases_parent, ParticipantKind::Lease, new_protected_prefix())
+    }
+
+    /// The `index`th lease made ahead of time, named after our request so that others know not
+    /// to count it unless the request holds the mutex.
+    fn lease_ahead_of_time(&self, index: usize) -> PipelinedNode {
+        let prefix = lease_prefix_ahead_of_time(self.request.node.prefix(), index);
+        PipelinedNode::new(&self.session, &self.leases_parent, ParticipantKind::Lease, prefix)
     }
 
     /// Creates our request node, and when the semaphore was free last time the leases too,
@@ -153,7 +161,7 @@ impl<'a, L: LeaseLimit> LeaseAttempt<'a, L> {
     async fn join_request_queue(&mut self) -> Result<(Vec<String>, Option<Vec<String>>), NotGranted> {
         let zk = &self.session.zk;
         if self.spec.uncontended.load(Ordering::Relaxed) {
-            let leases: Vec<PipelinedNode> = (0..self.spec.count).map(|_| self.new_lease()).collect();
+            let leases: Vec<PipelinedNode> = (0..self.spec.count).map(|i| self.lease_ahead_of_time(i)).collect();
             self.leases.extend(leases);
             let mut nodes: Vec<&mut PipelinedNode> =
                 std::iter::once(&mut self.request).chain(self.leases.iter_mut()).collect();
@@ -171,7 +179,7 @@ impl<'a, L: LeaseLimit> LeaseAttempt<'a, L> {
     /// Waits until our request holds the internal mutex. `Ok(true)` if it was free at once;
     /// leases made ahead of time are deleted first if it was not (they must not wait while we
     /// do not hold the mutex).
-    async fn wait_for_our_turn(&mut self, children: Vec<String>) -> Result<bool, NotGranted> {
+    async fn wait_for_our_turn(&mut self, children: &[String]) -> Result<bool, NotGranted> {
         let name = self.request.name().unwrap_or_default().to_owned();
         let queue = SEMAPHORE_REQUEST.sorted(children.iter().cloned());
         let Some(place) = queue.iter().position(|node| node.name == name) else {
@@ -185,21 +193,36 @@ impl<'a, L: LeaseLimit> LeaseAttempt<'a, L> {
         self.spec.uncontended.store(false, Ordering::Relaxed);
         // Removed in the background: the deletes are sent at once.
         self.leases.clear();
-        if !self.may_wait {
-            return Err(NotGranted::Busy);
-        }
-        let spec = LockSpec { path: &self.requests_parent, queue: &SEMAPHORE_REQUEST, data: self.spec.data };
-        if !wait_for_grant(&self.session.zk, &spec, &name, children).await? {
+        if !self.wait_for_mutex(&name, children).await? {
             return Err(NotGranted::NodeVanished);
         }
         Ok(false)
     }
 
+    /// Waits in the request queue until our request `name` holds the internal mutex; `Ok(false)`
+    /// if the request vanished. `children` is a listing made after it was created.
+    async fn wait_for_mutex(&mut self, name: &str, children: &[String]) -> Result<bool, NotGranted> {
+        let spec = LockSpec { path: &self.requests_parent, queue: &SEMAPHORE_REQUEST, data: self.spec.data };
+        let granted = wait_for_grant(&self.session.zk, &spec, name, children.to_vec());
+        if self.may_wait {
+            return Ok(granted.await?);
+        }
+        // A single attempt waits only while the leases have room: whoever holds the mutex is then
+        // taking free leases and lets it go. Once they are full it may hold the mutex while it
+        // waits for a lease, and `Busy` is the answer.
+        let (zk, count) = (&self.session.zk, self.spec.count);
+        let full = until_full(zk, &self.requests_parent, &self.leases_parent, count, &mut self.limit);
+        tokio::select! {
+            granted = granted => Ok(granted?),
+            full = full => full.and(Err(NotGranted::Busy)),
+        }
+    }
+
     /// Creates (again) every lease node not in `children`, a listing of `P/leases` made after
-    /// their creates, and returns a new listing: only nodes in a listing count, so a lease node
-    /// that vanished (deleted by someone, or lost with a connection) is made again and counted
-    /// once (CURATOR-315/335/462).
-    async fn create_leases(&mut self, children: Option<&[String]>) -> Result<Vec<String>, NotGranted> {
+    /// their creates, and returns a new listing, and one of the request queue: only nodes in a
+    /// listing count, so a lease node that vanished (deleted by someone, or lost with a
+    /// connection) is made again and counted once (CURATOR-315/335/462).
+    async fn create_leases(&mut self, children: Option<&[String]>) -> Result<Listings, NotGranted> {
         let present = |lease: &PipelinedNode| {
             lease.name().is_some_and(|name| children.is_some_and(|children| children.iter().any(|c| c == name)))
         };
@@ -209,18 +232,18 @@ impl<'a, L: LeaseLimit> LeaseAttempt<'a, L> {
         let leases: Vec<PipelinedNode> = (0..missing).map(|_| self.new_lease()).collect();
         self.leases.extend(leases);
         let mut nodes: Vec<&mut PipelinedNode> = self.leases.iter_mut().collect();
-        let parents = [self.leases_parent.as_str()];
+        // The queue too (in the same read), to tell which leases others made ahead of time.
+        let parents = [self.requests_parent.as_str(), self.leases_parent.as_str()];
         let listed = create_then_list(&self.session.zk, self.spec.data, self.acls, &mut nodes, &parents).await?;
-        Ok(listed.into_iter().next().unwrap_or_default())
+        Ok(Listings::from(listed))
     }
 
-    /// Waits until every child of `P/leases`, ours included, fits the limit (Curator's rule).
-    /// `children` is a listing made after every one of our lease nodes was created.
-    async fn wait_until_leases_fit(
-        &mut self,
-        mut children: Vec<String>,
-        mutex_was_free: bool,
-    ) -> Result<(), NotGranted> {
+    /// Waits until every child of `P/leases`, ours included, fits the limit (Curator's rule),
+    /// but those that requests behind ours made ahead of time: they never keep them. `listings`
+    /// were made after every one of our lease nodes was created, while we held the mutex.
+    async fn wait_until_leases_fit(&mut self, listings: Listings, mutex_was_free: bool) -> Result<(), NotGranted> {
+        let Listings { mut requests, leases: mut children } = listings;
+        let ours = self.request.name().unwrap_or_default().to_owned();
         let zk = self.session.zk.clone();
         let mut first_count = true;
         let mut watch: ChildWatch = None;
@@ -229,10 +252,11 @@ impl<'a, L: LeaseLimit> LeaseAttempt<'a, L> {
                 self.leases.iter().all(|lease| lease.name().is_some_and(|name| children.iter().any(|c| c == name)));
             if !all_listed {
                 watch = None;
-                children = self.create_leases(Some(&children)).await?;
+                Listings { requests, leases: children } = self.create_leases(Some(&children)).await?;
                 continue;
             }
-            let fits = children.len() <= self.limit.current();
+            // An older listing of the queue serves as well: who was behind us still is.
+            let fits = taken(&children, &requests, &ours) <= self.limit.current();
             if first_count {
                 first_count = false;
                 self.spec.uncontended.store(mutex_was_free && fits, Ordering::Relaxed);
@@ -268,13 +292,13 @@ impl<L: LeaseLimit> Attempt for LeaseAttempt<'_, L> {
     type Grant = LeaseGrant;
 
     async fn run(&mut self) -> Result<(), NotGranted> {
-        let (request_children, lease_children) = self.join_request_queue().await?;
-        let mutex_was_free = self.wait_for_our_turn(request_children).await?;
-        let lease_children = match lease_children.filter(|_| mutex_was_free) {
-            Some(children) => children,
+        let (requests, leases) = self.join_request_queue().await?;
+        let mutex_was_free = self.wait_for_our_turn(&requests).await?;
+        let listings = match leases.filter(|_| mutex_was_free) {
+            Some(leases) => Listings { requests, leases },
             None => self.create_leases(None).await?,
         };
-        self.wait_until_leases_fit(lease_children, mutex_was_free).await
+        self.wait_until_leases_fit(listings, mutex_was_free).await
     }
 
     fn grant(mut self) -> LeaseGrant {
@@ -294,6 +318,20 @@ impl<L: LeaseLimit> Attempt for LeaseAttempt<'_, L> {
     async fn remove(mut self) {
         let removals = std::iter::once(&mut self.request).chain(&mut self.leases).map(|node| node.node.remove());
         futures::future::join_all(removals).await;
+    }
+}
+
+/// Listings of `P/locks` and `P/leases`, made in one read after our nodes were created.
+struct Listings {
+    requests: Vec<String>,
+    leases: Vec<String>,
+}
+
+impl From<Vec<Vec<String>>> for Listings {
+    /// From the listings of both parents, in that order.
+    fn from(mut listed: Vec<Vec<String>>) -> Self {
+        let leases = listed.pop().unwrap_or_default();
+        Self { requests: listed.pop().unwrap_or_default(), leases }
     }
 }
 

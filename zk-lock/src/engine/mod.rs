@@ -10,6 +10,7 @@
 mod attempt;
 mod claim;
 mod lease;
+mod lease_count;
 mod local_handoff;
 mod not_granted;
 mod own_watch;
@@ -18,7 +19,8 @@ mod ungranted;
 
 pub(crate) use attempt::Attempt;
 pub(crate) use claim::Claim;
-pub(crate) use lease::{LeaseAttempt, LeaseLimit, LeaseSpec};
+pub(crate) use lease::{LeaseAttempt, LeaseSpec};
+pub(crate) use lease_count::LeaseLimit;
 pub(crate) use local_handoff::LocalHandoff;
 pub(crate) use not_granted::NotGranted;
 pub(crate) use queue::{Grant, LockAttempt, LockSpec};

@@ -5,7 +5,8 @@ use zookeeper_client::Error as ZkError;
 use crate::error::Error;
 
 pub(crate) enum NotGranted {
-    /// Someone is ahead (or the semaphore is full) and the caller allowed one attempt only.
+    /// Someone is ahead (for a semaphore: its leases are taken) and the caller allowed one
+    /// attempt only.
     Busy,
     /// The session died while we waited; a new session may succeed.
     SessionGone,

@@ -60,6 +60,11 @@ impl UngrantedNode {
         ledger_copy.unwrap_or_else(|| self.key.sibling(name).as_arc().clone())
     }
 
+    /// The node's `_c_<uuid>-` prefix.
+    pub(super) fn prefix(&self) -> &str {
+        self.key.child()
+    }
+
     /// The path to create the node at, for a node named `lock_name` and a sequence.
     pub(super) fn create_path(&self, lock_name: &str) -> String {
         format!("{}{lock_name}", self.key.as_arc())

@@ -284,6 +284,24 @@ pub(crate) fn protected_prefix(name: &str) -> Option<&str> {
     (prefix.starts_with(PROTECTED_MARKER) && prefix.ends_with('-')).then_some(prefix)
 }
 
+/// How much of a protected name a semaphore request shares with the leases it creates ahead of
+/// time: the marker and the uuid up to its last group.
+const REQUEST_KEY_LEN: usize = PROTECTED_MARKER.len() + 24;
+
+/// The prefix of the `index`th lease a semaphore request creates ahead of time, before it knows
+/// whether it holds the internal mutex: the request's own `request_prefix` with the last group of
+/// its uuid replaced by the index. Still a protected prefix, unique in its parent, and it tells
+/// whoever lists both parents which request the lease belongs to ([`request_key`]).
+pub(crate) fn lease_prefix_ahead_of_time(request_prefix: &str, index: usize) -> String {
+    format!("{}{index:012x}-", &request_prefix[..REQUEST_KEY_LEN])
+}
+
+/// What a request node and the leases it made ahead of time have in common; `None` for names
+/// that are not protected.
+pub(crate) fn request_key(name: &str) -> Option<&str> {
+    protected_prefix(name).map(|prefix| &prefix[..REQUEST_KEY_LEN])
+}
+
 /// The sequence number of a node named `..<lock_name><digits>`, as Curator's
 /// `StandardLockInternalsDriver.fixForSorting` reads it (after the last `lock_name`).
 pub(crate) fn sequence_of(name: &str, lock_name: &str) -> Option<u64> {

@@ -130,3 +130,20 @@ fn protected_prefixes_look_like_curators_and_differ() {
     assert_eq!(&uuid[14..15], "4", "version 4");
     assert!("89ab".contains(&uuid[19..20]), "RFC 4122 variant");
 }
+
+#[test]
+fn leases_made_ahead_of_time_share_their_requests_key_and_no_prefix() {
+    let request = new_protected_prefix();
+    let leases: Vec<String> = (0..3).map(|index| lease_prefix_ahead_of_time(&request, index)).collect();
+    let request_name = format!("{request}lock-0000000003");
+    for (index, lease) in leases.iter().enumerate() {
+        let name = format!("{lease}lease-0000000007");
+        assert_eq!(protected_prefix(&name), Some(lease.as_str()), "a protected prefix");
+        assert_eq!(request_key(&name), request_key(&request_name));
+        assert!(lease.ends_with(&format!("{index:012x}-")));
+    }
+    assert!(leases[0] != leases[1] && leases[1] != leases[2]);
+    let other = format!("{}lease-0000000008", new_protected_prefix());
+    assert_ne!(request_key(&other), request_key(&request_name));
+    assert_eq!(request_key("lease-0000000009"), None);
+}

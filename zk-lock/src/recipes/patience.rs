@@ -13,7 +13,7 @@ pub(crate) enum Patience {
     Default,
     /// At most this long; zero means one attempt.
     Timeout(Duration),
-    /// One attempt: `Busy` if anyone is ahead.
+    /// One attempt: `Busy` if anyone is ahead (for a semaphore: if its leases are taken).
     Once,
     /// The client's default timeout, counted from this instant: a step of an acquisition made
     /// of several (a multi-lock's members) gets what is left of it.

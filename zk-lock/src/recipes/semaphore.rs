@@ -169,13 +169,16 @@ impl Semaphore {
         self.acquire_permits(n, Patience::Default).await
     }
 
-    /// Takes one lease if one is free and nobody else is acquiring at this moment (Curator's
-    /// `acquire(0, unit)`), in one round trip.
+    /// Takes one lease if one is free (Curator's `acquire(0, unit)`), in one round trip when
+    /// nobody else is acquiring. Requests that arrive at the same moment wait for each other while
+    /// they take free leases: of three tries at the same instant on a free semaphore of two
+    /// leases, two succeed.
     ///
     /// # Errors
     ///
-    /// [`Error::Busy`] if the semaphore is full or another request holds its internal mutex (its
-    /// nodes are deleted before the error is returned), otherwise as [`acquire`](Self::acquire).
+    /// [`Error::Busy`] if the leases are taken: held, or waited for by a request ahead of this one
+    /// (every node made is deleted before the error is returned). Otherwise as
+    /// [`acquire`](Self::acquire).
     ///
     /// # Cancel safety
     ///

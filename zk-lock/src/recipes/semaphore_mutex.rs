@@ -112,13 +112,14 @@ impl SemaphoreMutex {
         self.acquire(Patience::Timeout(timeout)).await
     }
 
-    /// Takes the lock if it is free and nobody else is acquiring it at this moment, in one round
-    /// trip.
+    /// Takes the lock if it is free, in one round trip when nobody else is acquiring it. Of
+    /// several tries at the same moment on a free lock, exactly one succeeds: they wait for each
+    /// other's brief acquiring step, never for a holder.
     ///
     /// # Errors
     ///
-    /// [`Error::Busy`] if someone holds or is acquiring the lock (every node made is deleted
-    /// before the error is returned), otherwise as [`lock`](Self::lock).
+    /// [`Error::Busy`] if someone holds the lock, or waits for it ahead of this try (every node
+    /// made is deleted before the error is returned), otherwise as [`lock`](Self::lock).
     ///
     /// # Cancel safety
     ///
