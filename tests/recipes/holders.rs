@@ -199,7 +199,8 @@ async fn a_write_body_and_a_joined_read_call_exclude_and_readers_still_share() {
         read_stock("write-then-read", &bodies).await
     };
     let (write, read) = tokio::join!(write_stock("write-then-read", &bodies), reader);
-    (write.unwrap(), read.unwrap());
+    write.unwrap();
+    read.unwrap();
     bodies.assert_at_most("write body joined with a read call", 1);
 
     let bodies = Bodies::new();
@@ -208,7 +209,8 @@ async fn a_write_body_and_a_joined_read_call_exclude_and_readers_still_share() {
         write_stock("write-write", &bodies).await
     };
     let (a, b) = tokio::join!(write_stock("write-write", &bodies), second_writer);
-    (a.unwrap(), b.unwrap());
+    a.unwrap();
+    b.unwrap();
     bodies.assert_at_most("two write calls joined", 1);
 
     let bodies = Bodies::new();
@@ -217,7 +219,8 @@ async fn a_write_body_and_a_joined_read_call_exclude_and_readers_still_share() {
         read_stock("read-read", &bodies).await
     };
     let (a, b) = tokio::join!(read_stock("read-read", &bodies), second_reader);
-    (a.unwrap(), b.unwrap());
+    a.unwrap();
+    b.unwrap();
     assert_eq!(bodies.most("two read calls joined"), 2, "readers share the lock");
 }
 
@@ -250,7 +253,8 @@ async fn multi_lock_siblings_exclude() {
         transfer("multi", &bodies).await
     };
     let (a, b) = tokio::join!(transfer("multi", &bodies), second);
-    (a.unwrap(), b.unwrap());
+    a.unwrap();
+    b.unwrap();
     bodies.assert_at_most("two #[zk_multi_lock] calls joined", 1);
 }
 
@@ -273,7 +277,8 @@ async fn api_sections_joined_exclude() {
         api_section(&mutex, &bodies, "second").await
     };
     let (a, b) = tokio::join!(api_section(&mutex, &bodies, "first"), second);
-    (a.unwrap(), b.unwrap());
+    a.unwrap();
+    b.unwrap();
     bodies.assert_at_most("two API sections joined", 1);
 
     for (recipe, pattern) in [("rw", "two RwLock write sections joined"), ("sm", "two SemaphoreMutex sections joined")]
@@ -298,7 +303,8 @@ async fn api_sections_joined_exclude() {
             }
         };
         let (a, b) = tokio::join!(section("first"), section("second"));
-        (a.unwrap(), b.unwrap());
+        a.unwrap();
+        b.unwrap();
         bodies.assert_at_most(pattern, 1);
     }
 }
@@ -387,7 +393,8 @@ async fn code_in_a_guards_scope_re_enters_and_nested_siblings_take_turns() {
         inner.release().await
     };
     let (a, b) = bounded("the scope", guard.scope(async { tokio::join!(timed("x"), timed("y")) })).await;
-    (a.unwrap(), b.unwrap());
+    a.unwrap();
+    b.unwrap();
     assert_eq!(nested.most("two nested sections joined in a guard's scope"), 1, "they took turns");
     assert!(guard.is_held());
     guard.release().await.unwrap();
@@ -417,7 +424,8 @@ async fn a_downgrade_is_a_writers_nested_read() {
     let nested = permit.scope(semaphore.try_acquire()).await.expect("a second lease");
     assert_ne!(nested.fencing_token(), permit.fencing_token());
     assert!(matches!(permit.scope(semaphore.try_acquire()).await, Err(Error::Busy { .. })), "two leases out");
-    (nested.release().await.unwrap(), permit.release().await.unwrap());
+    nested.release().await.unwrap();
+    permit.release().await.unwrap();
 
     // A multi-lock nested in the holder of one of its members borrows that member.
     let one = Mutex::with_client(&client, "/it-holders/multi-nested/a");
@@ -425,7 +433,8 @@ async fn a_downgrade_is_a_writers_nested_read() {
     let both = MultiLock::with_client(&client, ["/it-holders/multi-nested/a", "/it-holders/multi-nested/b"]);
     let nested = held.scope(both.try_lock()).await.expect("member a re-enters, b is free");
     assert_eq!(nested.fencing_tokens()[0].1, held.fencing_token());
-    (nested.release().await.unwrap(), held.release().await.unwrap());
+    nested.release().await.unwrap();
+    held.release().await.unwrap();
 }
 
 // --- red-team cases ---------------------------------------------------------------------------

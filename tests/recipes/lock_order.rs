@@ -372,7 +372,8 @@ async fn joined_siblings_make_no_edge() {
             sibling_b(1).await
         };
         let (a, b) = tokio::join!(sibling_a(1), b_once_a_is_held);
-        (a.unwrap(), b.unwrap());
+        a.unwrap();
+        b.unwrap();
     })
     .await;
     assert_eq!(summary(&edges_under(SIBLINGS)), [], "`b` was taken beside `a`, not nested in it");

@@ -8,7 +8,6 @@ use zookeeper_client::Error as ZkError;
 
 use super::hold_events::HoldEvents;
 use super::revocation_watch::watch_for_revocation;
-use super::scope::Loan;
 use crate::background;
 use crate::engine::{Claim, Grant, LocalHandoff};
 use crate::error::{Error, LostReason, Result};
@@ -17,20 +16,6 @@ use crate::lock_order;
 use crate::session::{HeldStatus, Session};
 use crate::trace;
 use crate::zk::delete_with_retry;
-
-/// What an acquisition gives its guard: a share of a hold, and, for an acquisition nested in
-/// the hold's holder, the loan it borrowed it on.
-pub(crate) struct Share {
-    pub hold: Arc<HeldNode>,
-    pub loan: Option<Loan>,
-}
-
-impl Share {
-    /// A share of a node just granted, or of one granted to an enclosing holder on `loan`.
-    pub(crate) fn new(hold: Arc<HeldNode>, loan: Option<Loan>) -> Self {
-        Self { hold, loan }
-    }
-}
 
 /// One granted lock node, shared by the guards of re-entrant acquisitions (code nested in its
 /// holder's scope): it is deleted when the last of them is released or dropped.

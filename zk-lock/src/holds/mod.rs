@@ -12,4 +12,5 @@ mod hold_events;
 mod revocation_watch;
 pub(crate) mod scope;
 
-pub(crate) use held_node::{HeldNode, Share};
+pub(crate) use held_node::HeldNode;
+pub(crate) use scope::Share;

@@ -39,6 +39,20 @@ pub(crate) struct Frame {
 /// the lock to no other nested acquisition.
 pub(crate) type Loan = OwnedSemaphorePermit;
 
+/// What an acquisition gives its guard: a share of a hold, and, for an acquisition nested in
+/// the hold's holder, the loan it borrowed it on.
+pub(crate) struct Share {
+    pub hold: Arc<HeldNode>,
+    pub loan: Option<Loan>,
+}
+
+impl Share {
+    /// A share of a node just granted, or of one granted to an enclosing holder on `loan`.
+    pub(crate) fn new(hold: Arc<HeldNode>, loan: Option<Loan>) -> Self {
+        Self { hold, loan }
+    }
+}
+
 impl Frame {
     /// The hold this scope lends.
     pub(crate) fn hold(&self) -> &Arc<HeldNode> {
