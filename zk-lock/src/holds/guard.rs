@@ -45,13 +45,16 @@ macro_rules! lock_guard {
             /// # Ok(()) }
             /// ```
             ///
+            /// The returned future borrows the guard, so the lock cannot be released while code
+            /// nested in it may still run.
+            ///
             /// # Cancel safety
             ///
             /// Cancel safe if `work` is.
             pub fn scope<F: ::core::future::Future>(
                 &self,
                 work: F,
-            ) -> impl ::core::future::Future<Output = F::Output> + use<F> {
+            ) -> impl ::core::future::Future<Output = F::Output> + use<'_, F> {
                 $crate::holds::scope::nest(::core::slice::from_ref(&self.hold), work)
             }
 

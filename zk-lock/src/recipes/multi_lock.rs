@@ -208,7 +208,7 @@ impl MultiGuard {
     /// # Cancel safety
     ///
     /// Cancel safe if `work` is.
-    pub fn scope<F: Future>(&self, work: F) -> impl Future<Output = F::Output> + use<F> {
+    pub fn scope<F: Future>(&self, work: F) -> impl Future<Output = F::Output> + use<'_, F> {
         scope::nest(&self.holds, work)
     }
 
