@@ -182,7 +182,8 @@ impl RwLock {
             if self.target.enclosing(&client, Recipe::Read).is_none() {
                 // Nested in the writer (and not in a reader of its own): a downgrade.
                 let writer_share = self.target.borrow(&client, &writer, patience).await?;
-                let downgrade = self.downgrade(&client, writer_share.hold);
+                // Boxed: rare, and inline it would swell every read acquisition's future.
+                let downgrade = Box::pin(self.downgrade(&client, writer_share.hold));
                 let hold = trace::acquisition(Recipe::Read, &self.target.path, self.target.template(), downgrade);
                 return Ok(ReadGuard::new(Share::new(hold.await?, writer_share.loan)));
             }

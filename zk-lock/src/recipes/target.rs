@@ -119,7 +119,8 @@ impl LockTarget {
             Deadline::FirstAttempt => lender.try_borrow().ok_or_else(|| Error::Busy { path: self.path.clone() })?,
             deadline => {
                 let started = Instant::now();
-                let borrowed = deadline.limit(lender.borrow()).await;
+                // Boxed: a rare wait, which inline would swell every acquisition's future.
+                let borrowed = Box::pin(deadline.limit(lender.borrow())).await;
                 borrowed.ok_or_else(|| Error::Timeout { path: self.path.clone(), waited: started.elapsed() })?
             }
         };
