@@ -259,3 +259,27 @@ async fn a_task_locking_again_outside_its_holders_scope_is_warned_that_it_may_wa
     assert!(warned[0].message.contains("waits for itself") && warned[0].message.contains("scope(..)"), "{warned:?}");
     guard.release().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_code_waiting_for_its_own_earlier_guards_loan_is_warned() {
+    recorder();
+    zk_lock::set_lock_order_checking(true);
+    let path = "/it-tracing/loan-wait";
+    let client = new_client().await;
+    let mutex = Mutex::with_client(&client, path);
+    let guard = mutex.lock().await.unwrap();
+    let waited = guard
+        .scope(async {
+            let first = mutex.lock().await.unwrap();
+            let second = mutex.lock_timeout(Duration::from_millis(300)).await;
+            drop(first);
+            second
+        })
+        .await;
+    assert!(matches!(waited, Err(zk_lock::Error::Timeout { .. })), "{waited:?}");
+    let events = events_about(path);
+    let warned: Vec<_> = events.iter().filter(|e| e.level == tracing::Level::WARN).collect();
+    assert_eq!(warned.len(), 1, "one warning: {events:#?}");
+    assert!(warned[0].message.contains("on loan") && warned[0].message.contains("scope(..)"), "{warned:?}");
+    guard.release().await.unwrap();
+}

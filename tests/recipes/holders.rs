@@ -490,3 +490,23 @@ async fn a_multi_lock_waits_the_default_timeout_once_for_all_members() {
     assert!(waited < DEFAULT * 13 / 10, "gave up after {waited:?}, not one default timeout");
     freeing.await.unwrap();
 }
+
+#[tokio::test]
+async fn a_guard_that_left_its_scope_keeps_the_loan_and_a_scope_is_read_where_it_is_polled() {
+    let client = client().await;
+    let mutex = Mutex::with_client(&client, "/it-holders/loan-outlives-scope");
+    let guard = mutex.lock().await.unwrap();
+    let escaped = guard.scope(mutex.lock()).await.unwrap();
+    let meanwhile = guard.scope(mutex.try_lock()).await;
+    assert!(matches!(meanwhile, Err(Error::Busy { .. })), "the guard that left its scope has the loan: {meanwhile:?}");
+    drop(escaped);
+    drop(guard.scope(mutex.try_lock()).await.expect("the loan is back"));
+
+    // A scope's future made outside `guard`'s scope, and awaited inside it, is nested in `guard`.
+    let other = Mutex::with_client(&client, "/it-holders/loan-outlives-scope-other").lock().await.unwrap();
+    let made_outside = other.scope(mutex.try_lock());
+    let inner = guard.scope(made_outside).await.expect("nested in `guard` where it is polled");
+    assert_eq!(inner.fencing_token(), guard.fencing_token());
+    drop((inner, other));
+    guard.release().await.unwrap();
+}

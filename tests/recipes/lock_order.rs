@@ -379,6 +379,44 @@ async fn joined_siblings_make_no_edge() {
     assert_eq!(summary(&edges_under(SIBLINGS)), [], "`b` was taken beside `a`, not nested in it");
 }
 
+// --- a nested acquisition waiting for its holder's loan ------------------------------------
+
+const LOAN: &str = "/it-lock-order/loan/";
+
+#[tokio::test]
+async fn a_nested_acquisition_that_may_wait_for_the_loan_makes_edges_from_the_locks_inside_its_lender() {
+    set_lock_order_checking(true);
+    let client = crate::support::new_client().await;
+    in_a_task(async move {
+        let (a, b) = (
+            Mutex::with_client(&client, "/it-lock-order/loan/a"),
+            Mutex::with_client(&client, "/it-lock-order/loan/b"),
+        );
+        let held_a = a.lock().await.unwrap();
+        held_a
+            .scope(async {
+                let held_b = b.lock().await.unwrap();
+                // Holding b, it borrows a: a sibling nested in `held_a` with a's loan could be
+                // waiting for b.
+                drop(held_b.scope(a.lock()).await.unwrap());
+                drop(held_b);
+            })
+            .await;
+        drop(held_a);
+    })
+    .await;
+    let edges = edges_under(LOAN);
+    let mut edges = summary(&edges);
+    edges.sort_unstable();
+    assert_eq!(
+        edges,
+        [
+            ("/it-lock-order/loan/a", "/it-lock-order/loan/b", 1, None, None),
+            ("/it-lock-order/loan/b", "/it-lock-order/loan/a", 1, None, None)
+        ]
+    );
+}
+
 // --- single attempts -------------------------------------------------------------------------
 
 const TRYING: &str = "/it-lock-order/trying/";

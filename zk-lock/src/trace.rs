@@ -64,6 +64,19 @@ pub(crate) fn waits_for_own_task(path: &str) {
     );
 }
 
+/// Code nested in the holder of `path` waits for the holder's loan, which another acquisition
+/// nested in it has (seen while lock-order checking is on): a sibling's, which it waits for like
+/// anyone else, or this code's own earlier guard, which it would wait for forever.
+pub(crate) fn waits_for_a_loan(path: &str) {
+    tracing::warn!(
+        target: TARGET,
+        path,
+        "another acquisition nested in the holder of this lock has it on loan: this one waits \
+         until that guard goes; if this code holds that guard itself, it waits for itself (take \
+         the lock inside that guard's `scope(..)` to re-enter it)"
+    );
+}
+
 /// Our node was created: `queue_position` is its place in the queue (0: first), `ahead` the
 /// number of nodes it must wait for.
 pub(crate) fn joined_queue(node: &str, queue_position: usize, ahead: usize) {

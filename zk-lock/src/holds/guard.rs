@@ -11,11 +11,13 @@ macro_rules! lock_guard {
             pub(crate) hold: ::std::sync::Arc<$crate::holds::HeldNode>,
             /// A nested acquisition's loan of its holder's lock, returned when this guard goes.
             loan: ::core::option::Option<$crate::holds::scope::Loan>,
+            /// What this guard's scopes lend to the code nested in them.
+            lending: $crate::holds::scope::Lending,
         }
 
         impl $name {
             pub(crate) fn new(share: $crate::holds::Share) -> Self {
-                Self { hold: share.hold, loan: share.loan }
+                Self { hold: share.hold, loan: share.loan, lending: ::core::default::Default::default() }
             }
 
             /// The share and loan a multi-lock keeps of its members' guards.
@@ -55,7 +57,7 @@ macro_rules! lock_guard {
                 &self,
                 work: F,
             ) -> impl ::core::future::Future<Output = F::Output> + use<'_, F> {
-                $crate::holds::scope::nest(::core::slice::from_ref(&self.hold), work)
+                $crate::holds::scope::nest(::std::vec![self.lending.lend(&self.hold)], work)
             }
 
             /// Releases the lock and waits until ZooKeeper confirmed the delete. Releasing a

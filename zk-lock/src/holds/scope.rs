@@ -15,7 +15,6 @@
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
 
-use futures::future::Either;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::HeldNode;
@@ -29,10 +28,29 @@ tokio::task_local! {
 
 /// One holder's scope: the hold it may lend to code nested in it, and the scope it is in.
 pub(crate) struct Frame {
-    hold: Arc<HeldNode>,
-    /// Lent to one nested acquisition at a time; made when first needed (most bodies nest none).
-    lending: OnceLock<Arc<Semaphore>>,
+    lent: Lent,
     parent: Option<Arc<Frame>>,
+}
+
+/// What one holder lends to the code nested in it: its hold, to one nested acquisition at a
+/// time across all of the holder's scopes (a guard may open several, one after the other, while
+/// a guard borrowed in an earlier one still lives).
+pub(crate) struct Lent {
+    hold: Arc<HeldNode>,
+    lending: Arc<Semaphore>,
+}
+
+/// A holder's side of the loans: the semaphore its scopes lend from, made when first needed
+/// (most holders nest nothing).
+#[derive(Default)]
+pub(crate) struct Lending(OnceLock<Arc<Semaphore>>);
+
+impl Lending {
+    /// What the holder of `hold` lends to the code of a scope of its.
+    pub(crate) fn lend(&self, hold: &Arc<HeldNode>) -> Lent {
+        let lending = self.0.get_or_init(|| Arc::new(Semaphore::new(1))).clone();
+        Lent { hold: hold.clone(), lending }
+    }
 }
 
 /// A nested acquisition's loan of an enclosing holder's lock: while it lasts, the holder lends
@@ -56,23 +74,19 @@ impl Share {
 impl Frame {
     /// The hold this scope lends.
     pub(crate) fn hold(&self) -> &Arc<HeldNode> {
-        &self.hold
+        &self.lent.hold
     }
 
     /// The lock this frame lends, once no other nested acquisition has it: fair, in the order
     /// asked. Cancel safe: a dropped wait leaves the queue.
     pub(crate) async fn borrow(&self) -> Loan {
-        let lending = self.lending().clone();
+        let lending = self.lent.lending.clone();
         lending.acquire_owned().await.expect("the lending semaphore is never closed")
     }
 
     /// The loan now, or `None` if another nested acquisition has it.
     pub(crate) fn try_borrow(&self) -> Option<Loan> {
-        self.lending().clone().try_acquire_owned().ok()
-    }
-
-    fn lending(&self) -> &Arc<Semaphore> {
-        self.lending.get_or_init(|| Arc::new(Semaphore::new(1)))
+        self.lent.lending.clone().try_acquire_owned().ok()
     }
 
     fn chain(self: &Arc<Self>) -> impl Iterator<Item = &Arc<Self>> {
@@ -80,18 +94,18 @@ impl Frame {
     }
 }
 
-/// Runs `work` nested inside `holds`: the code that may re-enter them (and borrow them, one
-/// nested acquisition at a time), inside whatever scope encloses this call.
-pub(crate) fn nest<F: Future>(holds: &[Arc<HeldNode>], work: F) -> impl Future<Output = F::Output> + use<F> {
+/// Runs `work` nested inside the holders of `lent`: the code that may re-enter their locks (and
+/// borrow them, one nested acquisition at a time), inside whatever scope encloses it where it
+/// is polled (read at its first poll, not where the future was made).
+pub(crate) async fn nest<F: Future>(lent: Vec<Lent>, work: F) -> F::Output {
+    if lent.is_empty() {
+        return work.await;
+    }
     let mut frame = SCOPE.try_with(Arc::clone).ok();
-    let outer = frame.as_ref().map(Arc::as_ptr);
-    for hold in holds {
-        frame = Some(Arc::new(Frame { hold: hold.clone(), lending: OnceLock::new(), parent: frame }));
+    for lent in lent {
+        frame = Some(Arc::new(Frame { lent, parent: frame }));
     }
-    match frame {
-        Some(frame) if Some(Arc::as_ptr(&frame)) != outer => Either::Left(SCOPE.scope(frame, work)),
-        _ => Either::Right(work),
-    }
+    SCOPE.scope(frame.expect("a frame per lent hold"), work).await
 }
 
 /// An enclosing holder of the lock being acquired, and the scope that lends it.
@@ -102,21 +116,28 @@ pub(crate) struct Enclosing {
     /// nested acquisition that borrowed it (a downgrade's read inside a write holder), which
     /// has the holder's loan and lends it on to what is nested in it.
     pub lender: Arc<Frame>,
+    /// The locks of the scopes inside the lender, for lock-order checking (empty while it is
+    /// off): a wait for the loan is a wait while holding them.
+    pub inside_lender: Vec<lock_order::HeldKey>,
 }
 
 /// The innermost scope holding `recipe` at `path` through the client `client` that the code
 /// being polled is nested in, if any.
 pub(crate) fn enclosing(client: u64, recipe: Recipe, path: &str) -> Option<Enclosing> {
+    let checking = lock_order::lock_order_checking();
     let found = SCOPE.try_with(|innermost| {
-        let mut lender = None;
+        let (mut lender, mut inside_lender) = (None, Vec::new());
         for frame in innermost.chain() {
-            let hold = &frame.hold;
+            let hold = frame.hold();
             if !hold.is_at(client, path) || hold.recipe().family() != recipe.family() {
+                if checking && lender.is_none() {
+                    inside_lender.extend(hold.order_key());
+                }
                 continue;
             }
             let lender = lender.get_or_insert_with(|| frame.clone()).clone();
             if hold.recipe() == recipe {
-                return Some(Enclosing { holder: frame.clone(), lender });
+                return Some(Enclosing { holder: frame.clone(), lender, inside_lender });
             }
         }
         None
@@ -128,6 +149,6 @@ pub(crate) fn enclosing(client: u64, recipe: Recipe, path: &str) -> Option<Enclo
 /// classes an acquisition here waits while holding.
 pub(crate) fn enclosing_orders() -> Vec<lock_order::HeldKey> {
     SCOPE
-        .try_with(|innermost| innermost.chain().filter_map(|frame| frame.hold.order_key()).collect())
+        .try_with(|innermost| innermost.chain().filter_map(|frame| frame.hold().order_key()).collect())
         .unwrap_or_default()
 }

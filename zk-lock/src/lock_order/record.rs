@@ -140,12 +140,29 @@ pub(crate) fn acquiring(lock: OrderedLock<'_>, enclosing: impl FnOnce() -> Vec<H
     if !lock_order_checking() {
         return;
     }
-    let mut nested_in = enclosing();
+    let nested_in = enclosing();
     let members = TOGETHER.try_with(|members| members.borrow().clone()).unwrap_or_default();
-    let taken = lock.class();
     let mut recorder = recorder();
-    let Recorder { held, edges, .. } = &mut *recorder;
-    warn_of_a_wait_for_itself(held, &nested_in, &members, lock.path);
+    warn_of_a_wait_for_itself(&recorder.held, &nested_in, &members, lock.path);
+    record_edges(&mut recorder, lock, nested_in, &members);
+}
+
+/// A nested acquisition of `lock` may wait for its holder's loan, which a sibling nested in the
+/// same holder has: records an edge from each class of `inside_lender` (the scopes between the
+/// acquisition and the holder that lends) to `lock`'s, since such a sibling may wait for one of
+/// them.
+pub(crate) fn borrowing(lock: OrderedLock<'_>, inside_lender: Vec<HeldKey>) {
+    if !lock_order_checking() || inside_lender.is_empty() {
+        return;
+    }
+    record_edges(&mut recorder(), lock, inside_lender, &[]);
+}
+
+/// Records an edge from the class of each of `nested_in` and `members` (a multi-lock's members
+/// taken so far) to `lock`'s.
+fn record_edges(recorder: &mut Recorder, lock: OrderedLock<'_>, mut nested_in: Vec<HeldKey>, members: &[HeldKey]) {
+    let taken = lock.class();
+    let Recorder { held, edges, .. } = recorder;
     nested_in.extend(members.iter().copied());
     let mut from: Vec<&HeldLock> = Vec::with_capacity(nested_in.len());
     for key in &nested_in {

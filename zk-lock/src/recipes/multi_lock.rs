@@ -12,7 +12,7 @@ use super::patience::Patience;
 use super::rwlock::RwLock;
 use crate::client::Client;
 use crate::error::{Error, LostReason, Result};
-use crate::holds::scope::{self, Loan};
+use crate::holds::scope::{self, Lending, Lent, Loan};
 use crate::holds::{HeldNode, Share};
 use crate::lock_order;
 use crate::path::validate_lock_path;
@@ -168,14 +168,16 @@ impl MultiLock {
         let started = Instant::now();
         let patience_left = patience.shared_by_steps();
         // Dropping the guard on an early return releases what was taken, in reverse order.
-        let mut taken = MultiGuard { holds: Vec::with_capacity(self.members.len()), loans: Vec::new() };
+        let mut taken =
+            MultiGuard { holds: Vec::with_capacity(self.members.len()), loans: Vec::new(), lendings: Vec::new() };
         for member in &self.members {
             // Nested in the members taken: one path's read member after its write member is a
             // downgrade, not a reader queued behind its own writer.
-            let acquire = scope::nest(&taken.holds, member.acquire(patience_left()));
+            let acquire = scope::nest(taken.lent(), member.acquire(patience_left()));
             match acquire.await {
                 Ok(share) => {
                     taken.holds.push(share.hold);
+                    taken.lendings.push(Lending::default());
                     taken.loans.extend(share.loan);
                 }
                 Err(error) => {
@@ -199,6 +201,8 @@ pub struct MultiGuard {
     holds: Vec<Arc<HeldNode>>,
     /// The loans of members borrowed from an enclosing holder, returned after every release.
     loans: Vec<Loan>,
+    /// What the scopes lend of each member, in the order of `holds`.
+    lendings: Vec<Lending>,
 }
 
 impl MultiGuard {
@@ -209,7 +213,12 @@ impl MultiGuard {
     ///
     /// Cancel safe if `work` is.
     pub fn scope<F: Future>(&self, work: F) -> impl Future<Output = F::Output> + use<'_, F> {
-        scope::nest(&self.holds, work)
+        scope::nest(self.lent(), work)
+    }
+
+    /// What a scope of this guard lends: each member.
+    fn lent(&self) -> Vec<Lent> {
+        self.holds.iter().zip(&self.lendings).map(|(hold, lending)| lending.lend(hold)).collect()
     }
 
     /// Releases every lock, in reverse order, and waits until ZooKeeper confirmed each delete.

@@ -115,9 +115,17 @@ impl LockTarget {
     /// acquisition nested in its lender has it, within `patience`.
     pub(crate) async fn borrow(&self, client: &Client, enclosing: &Enclosing, patience: Patience) -> Result<Share> {
         let lender = &enclosing.lender;
-        let loan = match patience.deadline(client.default_timeout()) {
-            Deadline::FirstAttempt => lender.try_borrow().ok_or_else(|| Error::Busy { path: self.path.clone() })?,
-            deadline => {
+        let deadline = patience.deadline(client.default_timeout());
+        if deadline.may_wait() {
+            lock_order::borrowing(self.ordered(), enclosing.inside_lender.clone());
+        }
+        let loan = match (lender.try_borrow(), deadline) {
+            (Some(loan), _) => loan,
+            (None, Deadline::FirstAttempt) => return Err(Error::Busy { path: self.path.clone() }),
+            (None, deadline) => {
+                if lock_order::lock_order_checking() {
+                    trace::waits_for_a_loan(&self.path);
+                }
                 let started = Instant::now();
                 // Boxed: a rare wait, which inline would swell every acquisition's future.
                 let borrowed = Box::pin(deadline.limit(lender.borrow())).await;
