@@ -61,7 +61,7 @@ macro_rules! lock_guard {
             }
 
             /// Releases the lock and waits until ZooKeeper confirmed the delete. Releasing a
-            /// re-entrant acquisition only gives up that level; the node goes with the outermost.
+            /// re-entrant acquisition only gives up its share (and its loan); the node goes with the last guard.
             ///
             /// # Errors
             ///

@@ -17,6 +17,9 @@
 //!   (`try_`, a zero timeout), which never waits.
 //! - A task starting to acquire a lock it took itself outside the acquiring code gets a warning
 //!   event: it may be waiting for itself (sequential code that should have used `scope`).
+//! - A re-entry waits for its holder's loan while another acquisition nested in the same holder
+//!   has it: an edge from each lock between it and the holder that lends is recorded (a sibling
+//!   with the loan may be waiting for one of them), and an actual wait gets a warning event.
 //! - A multi-lock's members are taken in sorted order: members of one class make no edges among
 //!   themselves (two multi-locks on them cannot deadlock), members of different classes do, in
 //!   the order taken (code taking those classes one by one the other way round can deadlock).

@@ -193,7 +193,7 @@ impl MultiLock {
     }
 }
 
-/// Proof that this task holds every lock of a [`MultiLock`]. Dropping it releases them in the
+/// Proof that its owner holds every lock of a [`MultiLock`]. Dropping it releases them in the
 /// background, in reverse order.
 #[must_use = "the locks are released as soon as the guard is dropped"]
 #[clippy::has_significant_drop]

@@ -149,7 +149,7 @@ impl fmt::Debug for Mutex {
 }
 
 crate::holds::guard::lock_guard! {
-    /// Proof that this task holds a [`Mutex`].
+    /// Proof that its owner holds a [`Mutex`].
     ///
     /// Release it with [`release`](Self::release) to learn whether the lock was still held until
     /// then. Dropping it instead deletes the lock node in the background (the delete request is

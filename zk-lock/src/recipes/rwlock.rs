@@ -293,13 +293,13 @@ impl DowngradeNode<'_> {
 }
 
 crate::holds::guard::lock_guard! {
-    /// Proof that this task holds the read side of an [`RwLock`]. Dropping it releases the lock
+    /// Proof that its owner holds the read side of an [`RwLock`]. Dropping it releases the lock
     /// in the background; [`release`](Self::release) reports whether it was still held.
     ReadGuard
 }
 
 crate::holds::guard::lock_guard! {
-    /// Proof that this task holds the write side of an [`RwLock`]. Dropping it releases the
+    /// Proof that its owner holds the write side of an [`RwLock`]. Dropping it releases the
     /// lock in the background; [`release`](Self::release) reports whether it was still held.
     WriteGuard
 }

@@ -157,7 +157,7 @@ impl fmt::Debug for SemaphoreMutex {
 }
 
 crate::holds::guard::lock_guard! {
-    /// Proof that this task holds a [`SemaphoreMutex`].
+    /// Proof that its owner holds a [`SemaphoreMutex`].
     ///
     /// Release it with [`release`](Self::release) to learn whether the lock was still held until
     /// then. Dropping it instead deletes the lease node in the background (the delete request is
