@@ -229,6 +229,13 @@ impl RwLock {
         let token = match node.create(&session.zk, client.node_acls()).await {
             Ok(token) => token,
             Err(DowngradeError::WriterGone) => return Err(writer.lost_error(LostReason::NodeDeleted)),
+            // The writer's session ended meanwhile: so did its write lock.
+            Err(DowngradeError::Zookeeper(ZkError::SessionExpired)) => {
+                return Err(writer.lost_error(LostReason::SessionExpired));
+            }
+            Err(DowngradeError::Zookeeper(ZkError::ClientClosed | ZkError::AuthFailed)) => {
+                return Err(writer.lost_error(LostReason::SessionClosed));
+            }
             Err(DowngradeError::Zookeeper(error)) => return Err(error.into()),
         };
         let granted =
