@@ -76,7 +76,8 @@ async fn every_way_an_acquisition_or_a_hold_ends_is_counted_and_the_gauges_retur
     let rw = RwLock::with_client(&client, "/it-metrics/rw");
     let write = rw.write().await.unwrap();
     let again = write.scope(rw.write()).await.unwrap();
-    let read = write.scope(rw.read()).await.unwrap();
+    // Inside the re-entry's scope: `again` has the writer's loan until it goes.
+    let read = again.scope(rw.read()).await.unwrap();
     drop((read, again, write));
 
     // A close: the held lock is lost, the waiting acquisition ends as closed.
