@@ -238,6 +238,14 @@ async fn a_timeout_a_loss_and_a_revocation_are_reported() {
     one(&events, "lock lost", |_| true);
 }
 
+/// The one WARN event about `path`; panics if there is none or more.
+fn the_only_warning_about(path: &str) -> Recorded {
+    let events = events_about(path);
+    let warned: Vec<_> = events.iter().filter(|e| e.level == tracing::Level::WARN).cloned().collect();
+    assert_eq!(warned.len(), 1, "one warning: {events:#?}");
+    warned.into_iter().next().expect("one")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_locking_again_outside_its_holders_scope_is_warned_that_it_may_wait_for_itself() {
     recorder();
@@ -253,10 +261,8 @@ async fn a_task_locking_again_outside_its_holders_scope_is_warned_that_it_may_wa
     // Sequential code of the same task, outside the scope: it waits for itself, and is told.
     let again = mutex.lock_timeout(Duration::from_millis(300)).await;
     assert!(matches!(again, Err(zk_lock::Error::Timeout { .. })), "{again:?}");
-    let events = events_about(path);
-    let warned: Vec<_> = events.iter().filter(|e| e.level == tracing::Level::WARN).collect();
-    assert_eq!(warned.len(), 1, "one warning: {events:#?}");
-    assert!(warned[0].message.contains("waits for itself") && warned[0].message.contains("scope(..)"), "{warned:?}");
+    let warned = the_only_warning_about(path);
+    assert!(warned.message.contains("waits for itself") && warned.message.contains("scope(..)"), "{warned:?}");
     guard.release().await.unwrap();
 }
 
@@ -277,9 +283,7 @@ async fn nested_code_waiting_for_its_own_earlier_guards_loan_is_warned() {
         })
         .await;
     assert!(matches!(waited, Err(zk_lock::Error::Timeout { .. })), "{waited:?}");
-    let events = events_about(path);
-    let warned: Vec<_> = events.iter().filter(|e| e.level == tracing::Level::WARN).collect();
-    assert_eq!(warned.len(), 1, "one warning: {events:#?}");
-    assert!(warned[0].message.contains("on loan") && warned[0].message.contains("scope(..)"), "{warned:?}");
+    let warned = the_only_warning_about(path);
+    assert!(warned.message.contains("on loan") && warned.message.contains("scope(..)"), "{warned:?}");
     guard.release().await.unwrap();
 }

@@ -10,6 +10,7 @@
 //! waits, and holds the lock for a while, so a sibling let in by mistake is inside at the same
 //! time.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,6 +69,16 @@ impl Bodies {
     async fn entered(&self, n: usize) {
         let mut entered = self.entered.subscribe();
         bounded("the bodies entering", entered.wait_for(|entered| *entered >= n)).await.expect("sender kept");
+    }
+
+    /// Joins `first` with `second`, started once a body has entered (so once `first` holds the
+    /// lock, when the lock excludes them): the staggered start, without a sleep.
+    async fn staggered<A: Future, B: Future>(&self, first: A, second: B) -> (A::Output, B::Output) {
+        let second = async {
+            self.entered(1).await;
+            second.await
+        };
+        tokio::join!(first, second)
     }
 
     /// The largest number of bodies inside at once, printed for the record.
@@ -144,11 +155,7 @@ async fn joined_calls_started_at_once_exclude() {
 async fn joined_calls_staggered_exclude() {
     client().await;
     let bodies = Bodies::new();
-    let second = async {
-        bodies.entered(1).await;
-        reserve("join-staggered", 42, &bodies).await
-    };
-    let (a, b) = tokio::join!(reserve("join-staggered", 42, &bodies), second);
+    let (a, b) = bodies.staggered(reserve("join-staggered", 42, &bodies), reserve("join-staggered", 42, &bodies)).await;
     assert_ne!(a.unwrap(), b.unwrap(), "two grants, two tokens");
     bodies.assert_at_most("join!, second started inside the first", 1);
 }
@@ -194,31 +201,20 @@ async fn join_all_and_a_select_loop_exclude() {
 async fn a_write_body_and_a_joined_read_call_exclude_and_readers_still_share() {
     client().await;
     let bodies = Bodies::new();
-    let reader = async {
-        bodies.entered(1).await;
-        read_stock("write-then-read", &bodies).await
-    };
-    let (write, read) = tokio::join!(write_stock("write-then-read", &bodies), reader);
+    let (write, read) =
+        bodies.staggered(write_stock("write-then-read", &bodies), read_stock("write-then-read", &bodies)).await;
     write.unwrap();
     read.unwrap();
     bodies.assert_at_most("write body joined with a read call", 1);
 
     let bodies = Bodies::new();
-    let second_writer = async {
-        bodies.entered(1).await;
-        write_stock("write-write", &bodies).await
-    };
-    let (a, b) = tokio::join!(write_stock("write-write", &bodies), second_writer);
+    let (a, b) = bodies.staggered(write_stock("write-write", &bodies), write_stock("write-write", &bodies)).await;
     a.unwrap();
     b.unwrap();
     bodies.assert_at_most("two write calls joined", 1);
 
     let bodies = Bodies::new();
-    let second_reader = async {
-        bodies.entered(1).await;
-        read_stock("read-read", &bodies).await
-    };
-    let (a, b) = tokio::join!(read_stock("read-read", &bodies), second_reader);
+    let (a, b) = bodies.staggered(read_stock("read-read", &bodies), read_stock("read-read", &bodies)).await;
     a.unwrap();
     b.unwrap();
     assert_eq!(bodies.most("two read calls joined"), 2, "readers share the lock");
@@ -228,11 +224,7 @@ async fn a_write_body_and_a_joined_read_call_exclude_and_readers_still_share() {
 async fn semaphore_siblings_wait_for_a_permit() {
     client().await;
     let bodies = Bodies::new();
-    let second = async {
-        bodies.entered(1).await;
-        run_once("one-permit", &bodies).await
-    };
-    let (a, b) = tokio::join!(run_once("one-permit", &bodies), second);
+    let (a, b) = bodies.staggered(run_once("one-permit", &bodies), run_once("one-permit", &bodies)).await;
     a.unwrap();
     b.expect("a sibling waits for the permit: it is no nested acquisition");
     bodies.assert_at_most("#[zk_semaphore(permits = 1)] siblings", 1);
@@ -248,11 +240,7 @@ async fn semaphore_siblings_wait_for_a_permit() {
 async fn multi_lock_siblings_exclude() {
     client().await;
     let bodies = Bodies::new();
-    let second = async {
-        bodies.entered(1).await;
-        transfer("multi", &bodies).await
-    };
-    let (a, b) = tokio::join!(transfer("multi", &bodies), second);
+    let (a, b) = bodies.staggered(transfer("multi", &bodies), transfer("multi", &bodies)).await;
     a.unwrap();
     b.unwrap();
     bodies.assert_at_most("two #[zk_multi_lock] calls joined", 1);
@@ -272,11 +260,7 @@ async fn api_sections_joined_exclude() {
     let client = client().await;
     let mutex = Mutex::with_client(&client, "/it-holders/api-sections");
     let bodies = Bodies::new();
-    let second = async {
-        bodies.entered(1).await;
-        api_section(&mutex, &bodies, "second").await
-    };
-    let (a, b) = tokio::join!(api_section(&mutex, &bodies, "first"), second);
+    let (a, b) = bodies.staggered(api_section(&mutex, &bodies, "first"), api_section(&mutex, &bodies, "second")).await;
     a.unwrap();
     b.unwrap();
     bodies.assert_at_most("two API sections joined", 1);

@@ -328,11 +328,9 @@ async fn api_code_makes_edges_inside_a_guards_scope_only_wherever_the_guard_goes
     let outer = Mutex::with_client(&client, "/it-lock-order/moved/outside-a").lock().await.unwrap();
     drop(outer.scope(Mutex::with_client(&client, "/it-lock-order/moved/outside-b").lock()).await.unwrap());
     drop(outer);
-    let edges = edges_under(MOVED);
-    let mut edges = summary(&edges);
-    edges.sort_unstable();
+    // `lock_order()` sorts its edges by held, then taken class.
     assert_eq!(
-        edges,
+        summary(&edges_under(MOVED)),
         [
             ("/it-lock-order/moved/first", "/it-lock-order/moved/while-held", 1, None, None),
             ("/it-lock-order/moved/outside-a", "/it-lock-order/moved/outside-b", 1, None, None)
@@ -405,11 +403,9 @@ async fn a_nested_acquisition_that_may_wait_for_the_loan_makes_edges_from_the_lo
         drop(held_a);
     })
     .await;
-    let edges = edges_under(LOAN);
-    let mut edges = summary(&edges);
-    edges.sort_unstable();
+    // `lock_order()` sorts its edges by held, then taken class.
     assert_eq!(
-        edges,
+        summary(&edges_under(LOAN)),
         [
             ("/it-lock-order/loan/a", "/it-lock-order/loan/b", 1, None, None),
             ("/it-lock-order/loan/b", "/it-lock-order/loan/a", 1, None, None)
@@ -439,11 +435,9 @@ async fn a_single_attempt_makes_no_edge_but_the_locks_taken_under_it_do() {
         drop(outer);
     })
     .await;
-    let edges = edges_under(TRYING);
-    let mut edges = summary(&edges);
-    edges.sort_unstable();
+    // `lock_order()` sorts its edges by held, then taken class.
     assert_eq!(
-        edges,
+        summary(&edges_under(TRYING)),
         [
             ("/it-lock-order/trying/outer", "/it-lock-order/trying/under", 1, None, None),
             ("/it-lock-order/trying/tried", "/it-lock-order/trying/under", 1, None, None)

@@ -57,7 +57,7 @@ macro_rules! lock_guard {
                 &self,
                 work: F,
             ) -> impl ::core::future::Future<Output = F::Output> + use<'_, F> {
-                $crate::holds::scope::nest(::std::vec![self.lending.lend(&self.hold)], work)
+                $crate::holds::scope::nest([self.lending.lend(&self.hold)], work)
             }
 
             /// Releases the lock and waits until ZooKeeper confirmed the delete. Releasing a

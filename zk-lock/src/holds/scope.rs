@@ -97,15 +97,18 @@ impl Frame {
 /// Runs `work` nested inside the holders of `lent`: the code that may re-enter their locks (and
 /// borrow them, one nested acquisition at a time), inside whatever scope encloses it where it
 /// is polled (read at its first poll, not where the future was made).
-pub(crate) async fn nest<F: Future>(lent: Vec<Lent>, work: F) -> F::Output {
-    if lent.is_empty() {
-        return work.await;
-    }
+pub(crate) async fn nest<F: Future>(lent: impl IntoIterator<Item = Lent>, work: F) -> F::Output {
     let mut frame = SCOPE.try_with(Arc::clone).ok();
+    let mut nested = false;
     for lent in lent {
         frame = Some(Arc::new(Frame { lent, parent: frame }));
+        nested = true;
     }
-    SCOPE.scope(frame.expect("a frame per lent hold"), work).await
+    match frame {
+        Some(frame) if nested => SCOPE.scope(frame, work).await,
+        // Nothing lent (a multi-lock of no member): the enclosing scope, unchanged.
+        _ => work.await,
+    }
 }
 
 /// An enclosing holder of the lock being acquired, and the scope that lends it.

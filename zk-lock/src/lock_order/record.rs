@@ -121,8 +121,9 @@ fn recorder() -> MutexGuard<'static, Recorder> {
 }
 
 tokio::task_local! {
-    /// The members a multi-lock acquisition has taken so far: each is held while the next is
-    /// acquired, though no scope is nested in it yet.
+    /// The members a multi-lock acquisition has taken so far. Each next one is acquired nested
+    /// in their scopes (so they are among its enclosing locks); listed here so that those of its
+    /// own class make no edge.
     static TOGETHER: RefCell<Vec<HeldKey>>;
 }
 
@@ -143,7 +144,7 @@ pub(crate) fn acquiring(lock: OrderedLock<'_>, enclosing: impl FnOnce() -> Vec<H
     let nested_in = enclosing();
     let members = TOGETHER.try_with(|members| members.borrow().clone()).unwrap_or_default();
     let mut recorder = recorder();
-    warn_of_a_wait_for_itself(&recorder.held, &nested_in, &members, lock.path);
+    warn_of_a_wait_for_itself(&recorder.held, &nested_in, lock.path);
     record_edges(&mut recorder, lock, nested_in, &members);
 }
 
@@ -158,12 +159,11 @@ pub(crate) fn borrowing(lock: OrderedLock<'_>, inside_lender: Vec<HeldKey>) {
     record_edges(&mut recorder(), lock, inside_lender, &[]);
 }
 
-/// Records an edge from the class of each of `nested_in` and `members` (a multi-lock's members
-/// taken so far) to `lock`'s.
-fn record_edges(recorder: &mut Recorder, lock: OrderedLock<'_>, mut nested_in: Vec<HeldKey>, members: &[HeldKey]) {
+/// Records an edge from the class of each of `nested_in` to `lock`'s, but from a member of the
+/// multi-lock acquisition taking `lock` (`members`) of its own class.
+fn record_edges(recorder: &mut Recorder, lock: OrderedLock<'_>, nested_in: Vec<HeldKey>, members: &[HeldKey]) {
     let taken = lock.class();
     let Recorder { held, edges, .. } = recorder;
-    nested_in.extend(members.iter().copied());
     let mut from: Vec<&HeldLock> = Vec::with_capacity(nested_in.len());
     for key in &nested_in {
         let Some(holding) = held.get(&key.owner).and_then(|locks| locks.iter().find(|lock| lock.id == key.id)) else {
@@ -201,17 +201,12 @@ fn record_edges(recorder: &mut Recorder, lock: OrderedLock<'_>, mut nested_in: V
 /// Warns when the current task holds `path`, taken outside the code now acquiring it: a sibling
 /// future's lock, which it waits for like any contender, or the task's own earlier lock, which
 /// it would wait for forever.
-fn warn_of_a_wait_for_itself(
-    held: &HashMap<Owner, Vec<HeldLock>>,
-    nested_in: &[HeldKey],
-    members: &[HeldKey],
-    path: &str,
-) {
+fn warn_of_a_wait_for_itself(held: &HashMap<Owner, Vec<HeldLock>>, nested_in: &[HeldKey], path: &str) {
     let owner = Owner::current();
     let Some(locks) = held.get(&owner) else { return };
     let outside = |lock: &&HeldLock| {
         let key = HeldKey { owner, id: lock.id };
-        *lock.path == *path && !nested_in.contains(&key) && !members.contains(&key)
+        *lock.path == *path && !nested_in.contains(&key)
     };
     if locks.iter().any(|lock| outside(&lock)) {
         crate::trace::waits_for_own_task(path);
@@ -370,9 +365,10 @@ mod tests {
             let before = granted(api("/unit-together/before"));
             let members = together(async {
                 let first = granted(member("/unit-together/m_1"));
-                acquiring(member("/unit-together/m_2"), nested_in(&[&before]));
+                // Each member is acquired nested in the scopes of those taken before it.
+                acquiring(member("/unit-together/m_2"), nested_in(&[&before, &first]));
                 let second = granted(member("/unit-together/m_2"));
-                acquiring(api("/unit-together/other"), nested_in(&[&before]));
+                acquiring(api("/unit-together/other"), nested_in(&[&before, &first, &second]));
                 [first, second, granted(api("/unit-together/other"))]
             })
             .await;

@@ -168,16 +168,14 @@ impl MultiLock {
         let started = Instant::now();
         let patience_left = patience.shared_by_steps();
         // Dropping the guard on an early return releases what was taken, in reverse order.
-        let mut taken =
-            MultiGuard { holds: Vec::with_capacity(self.members.len()), loans: Vec::new(), lendings: Vec::new() };
+        let mut taken = MultiGuard { members: Vec::with_capacity(self.members.len()), loans: Vec::new() };
         for member in &self.members {
             // Nested in the members taken: one path's read member after its write member is a
             // downgrade, not a reader queued behind its own writer.
             let acquire = scope::nest(taken.lent(), member.acquire(patience_left()));
             match acquire.await {
                 Ok(share) => {
-                    taken.holds.push(share.hold);
-                    taken.lendings.push(Lending::default());
+                    taken.members.push(Member { hold: share.hold, lending: Lending::default() });
                     taken.loans.extend(share.loan);
                 }
                 Err(error) => {
@@ -198,11 +196,15 @@ impl MultiLock {
 #[must_use = "the locks are released as soon as the guard is dropped"]
 #[clippy::has_significant_drop]
 pub struct MultiGuard {
-    holds: Vec<Arc<HeldNode>>,
+    members: Vec<Member>,
     /// The loans of members borrowed from an enclosing holder, returned after every release.
     loans: Vec<Loan>,
-    /// What the scopes lend of each member, in the order of `holds`.
-    lendings: Vec<Lending>,
+}
+
+/// One lock of a [`MultiGuard`]: its hold, and what the guard's scopes lend of it.
+struct Member {
+    hold: Arc<HeldNode>,
+    lending: Lending,
 }
 
 impl MultiGuard {
@@ -218,7 +220,12 @@ impl MultiGuard {
 
     /// What a scope of this guard lends: each member.
     fn lent(&self) -> Vec<Lent> {
-        self.holds.iter().zip(&self.lendings).map(|(hold, lending)| lending.lend(hold)).collect()
+        self.members.iter().map(|member| member.lending.lend(&member.hold)).collect()
+    }
+
+    /// The holds, in the order they were taken.
+    fn holds(&self) -> impl Iterator<Item = &Arc<HeldNode>> {
+        self.members.iter().map(|member| &member.hold)
     }
 
     /// Releases every lock, in reverse order, and waits until ZooKeeper confirmed each delete.
@@ -233,8 +240,8 @@ impl MultiGuard {
     /// background.
     pub async fn release(mut self) -> Result<()> {
         let mut first_error = None;
-        while let Some(hold) = self.holds.pop() {
-            if let Err(error) = HeldNode::release_shared(hold).await {
+        while let Some(member) = self.members.pop() {
+            if let Err(error) = HeldNode::release_shared(member.hold).await {
                 first_error.get_or_insert(error);
             }
         }
@@ -244,22 +251,22 @@ impl MultiGuard {
     /// The largest fencing token of the locks: the one granted last. Storage that checks one
     /// token per write should check this one; [`fencing_tokens`](Self::fencing_tokens) gives all.
     pub fn fencing_token(&self) -> i64 {
-        self.holds.iter().map(|hold| hold.token).max().unwrap_or_default()
+        self.holds().map(|hold| hold.token).max().unwrap_or_default()
     }
 
     /// Each lock path with its fencing token, in the order they were taken.
     pub fn fencing_tokens(&self) -> Vec<(&str, i64)> {
-        self.holds.iter().map(|hold| (&*hold.path, hold.token)).collect()
+        self.holds().map(|hold| (&*hold.path, hold.token)).collect()
     }
 
     /// The lock nodes, in the order they were taken.
     pub fn node_paths(&self) -> Vec<&str> {
-        self.holds.iter().map(|hold| &*hold.node_path).collect()
+        self.holds().map(|hold| &*hold.node_path).collect()
     }
 
     /// Whether every lock is still held.
     pub fn is_held(&self) -> bool {
-        self.holds.iter().all(|hold| hold.is_held())
+        self.holds().all(|hold| hold.is_held())
     }
 
     /// Resolves when any of the locks is lost, with its path and the reason; never, if they are
@@ -270,8 +277,7 @@ impl MultiGuard {
     /// Cancel safe: it only observes.
     pub fn lost(&self) -> impl Future<Output = (String, LostReason)> + Send + 'static {
         let watches: Vec<_> = self
-            .holds
-            .iter()
+            .holds()
             .map(|hold| {
                 let (path, lost) = (hold.path.to_string(), hold.lost());
                 Box::pin(async move { (path, lost.await) })
@@ -295,8 +301,8 @@ impl std::fmt::Debug for MultiGuard {
 impl Drop for MultiGuard {
     fn drop(&mut self) {
         // Each hold sends its delete as it is dropped: last taken, first released.
-        while let Some(hold) = self.holds.pop() {
-            drop(hold);
+        while let Some(member) = self.members.pop() {
+            drop(member);
         }
     }
 }

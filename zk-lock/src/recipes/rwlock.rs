@@ -181,7 +181,7 @@ impl RwLock {
         if let Some(writer) = self.target.enclosing(&client, Recipe::Write) {
             if self.target.enclosing(&client, Recipe::Read).is_none() {
                 // Nested in the writer (and not in a reader of its own): a downgrade.
-                let writer_share = self.target.borrow(&client, &writer, patience).await?;
+                let writer_share = self.target.borrow(&client, writer, patience).await?;
                 // Boxed: rare, and inline it would swell every read acquisition's future.
                 let downgrade = Box::pin(self.downgrade(&client, writer_share.hold));
                 let hold = trace::acquisition(Recipe::Read, &self.target.path, self.target.template(), downgrade);

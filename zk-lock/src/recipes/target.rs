@@ -113,11 +113,11 @@ impl LockTarget {
 
     /// Borrows the lock of an enclosing holder (a re-entry: no request), once no other
     /// acquisition nested in its lender has it, within `patience`.
-    pub(crate) async fn borrow(&self, client: &Client, enclosing: &Enclosing, patience: Patience) -> Result<Share> {
+    pub(crate) async fn borrow(&self, client: &Client, enclosing: Enclosing, patience: Patience) -> Result<Share> {
         let lender = &enclosing.lender;
         let deadline = patience.deadline(client.default_timeout());
         if deadline.may_wait() {
-            lock_order::borrowing(self.ordered(), enclosing.inside_lender.clone());
+            lock_order::borrowing(self.ordered(), enclosing.inside_lender);
         }
         let loan = match (lender.try_borrow(), deadline) {
             (Some(loan), _) => loan,
@@ -140,7 +140,7 @@ impl LockTarget {
     pub(crate) async fn acquire(&self, client: &Client, recipe: Recipe, patience: Patience) -> Result<Share> {
         validate_lock_path(&self.path)?;
         if let Some(enclosing) = self.enclosing(client, recipe) {
-            return self.borrow(client, &enclosing, patience).await;
+            return self.borrow(client, enclosing, patience).await;
         }
         self.note_acquiring(patience);
         let data = self.node_data();
