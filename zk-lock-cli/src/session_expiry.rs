@@ -92,7 +92,7 @@ impl Dumps {
         let zookeeper = client.zookeeper();
         let own = OwnSession { id: zookeeper.session_id().0, timeout: zookeeper.session_timeout(), renewed };
         if let Some(i) = self.answered {
-            if let Ok(left) = own.ask(self.servers[i].clone(), self.timeout).await {
+            if let Ok(left) = own.measure_at(self.servers[i].clone(), self.timeout).await {
                 return self.told_by(i, left);
             }
         }
@@ -100,7 +100,7 @@ impl Dumps {
         let mut asks = JoinSet::new();
         for (i, server) in self.servers.iter().enumerate() {
             let (server, timeout, own) = (server.clone(), self.timeout, own.clone());
-            asks.spawn(async move { (i, own.ask(server, timeout).await) });
+            asks.spawn(async move { (i, own.measure_at(server, timeout).await) });
         }
         let mut reasons = vec![String::new(); self.servers.len()];
         while let Some(Ok((i, measured))) = asks.join_next().await {
@@ -168,7 +168,7 @@ const OWN_SESSION_MISSING: &str =
 impl OwnSession {
     /// Asks `server` for `dump` and measures it against our session, asking again a little
     /// later (a few times) if it lacks our session.
-    async fn ask(&self, server: Server, timeout: Duration) -> Result<HashMap<i64, Duration>, String> {
+    async fn measure_at(&self, server: Server, timeout: Duration) -> Result<HashMap<i64, Duration>, String> {
         let mut retries = OWN_SESSION_MISSING_RETRIES;
         loop {
             let measured = ask(server.clone(), timeout).await.and_then(|answer| self.measure(&answer));

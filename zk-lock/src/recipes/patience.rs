@@ -47,18 +47,16 @@ impl Patience {
 
     /// When an acquisition starting now on a client with `default_timeout` must give up.
     pub(super) fn deadline(self, default_timeout: Option<Duration>) -> Deadline {
-        let timeout = match self {
-            Self::Default => default_timeout,
-            Self::Timeout(timeout) => Some(timeout),
+        let (timeout, counted_from) = match self {
+            Self::Default => (default_timeout, Instant::now()),
+            Self::Timeout(timeout) => (Some(timeout), Instant::now()),
             Self::Once => return Deadline::FirstAttempt,
-            Self::DefaultSince(start) => {
-                return default_timeout.map_or(Deadline::Never, |timeout| Deadline::At(start + timeout));
-            }
+            Self::DefaultSince(start) => (default_timeout, start),
         };
         match timeout {
             None => Deadline::Never,
             Some(timeout) if timeout.is_zero() => Deadline::FirstAttempt,
-            Some(timeout) => Deadline::At(Instant::now() + timeout),
+            Some(timeout) => Deadline::At(counted_from + timeout),
         }
     }
 }
