@@ -4,12 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use zk_lock::testing::{children, wait_for_children};
-use zk_lock::{Error, LostReason, Mutex};
+use zk_lock::testing::{children, wait_for_children, Proxy};
+use zk_lock::{Client, Error, LostReason, Mutex};
 
 use crate::scenarios;
 use crate::support::{
-    client_with_fast_heartbeat, client_with_session_timeout, new_client, node_name, rng, server, within_one_heartbeat,
+    client_with_fast_heartbeat, client_with_session_timeout, new_client, node_name, rng, server,
+    within_the_follow_up_bound, PATIENCE,
 };
 
 const PATH: &str = "/it-mutex";
@@ -171,11 +172,11 @@ async fn deleting_the_node_loses_the_lock() {
     assert!(matches!(guard.release().await, Err(Error::Lost { reason: LostReason::NodeDeleted, .. })));
 }
 
-/// No watch is set on a held node: the session's heartbeat reads the held nodes every `T/9`, so
-/// a deletion by someone else is seen within that period and the read's round trip
+/// A hold is followed by a watch once it lasted one heartbeat period (`T/9`): a node deleted
+/// before is found gone by the read that sets the watch, within two periods and a round trip
 /// (docs/reliability.md states the bound).
 #[tokio::test]
-async fn a_deleted_node_is_seen_within_one_heartbeat_period() {
+async fn a_node_deleted_as_soon_as_it_is_granted_is_seen_within_the_follow_up_bound() {
     let path = format!("{PATH}/deleted-bound");
     let client = client_with_fast_heartbeat().await;
     let guard = Mutex::with_client(&client, &path).lock().await.unwrap();
@@ -186,8 +187,64 @@ async fn a_deleted_node_is_seen_within_one_heartbeat_period() {
     let reason = tokio::time::timeout(Duration::from_secs(30), lost).await.expect("lost() resolves");
     let told_after = deleted_at.elapsed();
     assert_eq!(reason, LostReason::NodeDeleted);
-    let bound = within_one_heartbeat();
+    let bound = within_the_follow_up_bound();
     assert!(told_after <= bound, "told {told_after:?} after the deletion; the bound is {bound:?}");
+}
+
+/// Once a hold is watched, its deletion is told by the server as it happens, not at a later
+/// heartbeat: with a 1 s heartbeat period, well within half of it.
+#[tokio::test]
+async fn a_watched_hold_is_told_of_its_deletion_at_once() {
+    let path = format!("{PATH}/deleted-watched");
+    let client = client_with_session_timeout(Duration::from_secs(9)).await;
+    let guard = Mutex::with_client(&client, &path).lock().await.unwrap();
+    let node = guard.node_path().to_owned();
+    until_watched(&node).await;
+    let lost = guard.lost();
+    let other = new_client().await;
+    let deleted_at = tokio::time::Instant::now();
+    other.zookeeper().delete(&node, None).await.unwrap();
+    let reason = tokio::time::timeout(PATIENCE, lost).await.expect("lost() resolves");
+    let told_after = deleted_at.elapsed();
+    assert_eq!(reason, LostReason::NodeDeleted);
+    assert!(told_after < Duration::from_millis(500), "told {told_after:?} after the deletion");
+}
+
+/// The session's watch on a hold is set again by the client when it reconnects, and the server
+/// then reports what happened meanwhile: a deletion while the connection was down is told as a
+/// deletion once it is back, long before the session could be declared lost (3/5 of 9 s).
+#[tokio::test]
+async fn a_hold_deleted_while_its_connection_is_down_is_told_once_it_reconnects() {
+    let path = format!("{PATH}/deleted-while-disconnected");
+    let proxy = Proxy::start(server().connect_string()).expect("start proxy");
+    let session = Duration::from_secs(9);
+    let client = Client::builder(proxy.connect_string()).session_timeout(session).connect().await.unwrap();
+    let guard = Mutex::with_client(&client, &path).lock().await.unwrap();
+    let node = guard.node_path().to_owned();
+    until_watched(&node).await;
+    let lost = guard.lost();
+    proxy.cut();
+    new_client().await.zookeeper().delete(&node, None).await.unwrap();
+    // The notification went to a connection that carries nothing; a new one must bring it.
+    proxy.reset();
+    proxy.heal();
+    let healed_at = tokio::time::Instant::now();
+    let reason = tokio::time::timeout(PATIENCE, lost).await.expect("lost() resolves");
+    assert_eq!(reason, LostReason::NodeDeleted, "told by the watch, not by the session's loss");
+    assert!(healed_at.elapsed() < session * 3 / 5, "told {:?} after the heal", healed_at.elapsed());
+}
+
+/// Waits until the shared server has a watch on `node` (its `wchp` answer lists the path).
+async fn until_watched(node: &str) {
+    let since = tokio::time::Instant::now();
+    loop {
+        let watches = server().four_letter("wchp").expect("wchp");
+        if watches.lines().any(|line| line.trim() == node) {
+            return;
+        }
+        assert!(since.elapsed() < PATIENCE, "`{node}` was never watched");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// A waiter behind a node of its own session is told of that node's end by its owner, not by a

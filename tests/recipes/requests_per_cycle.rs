@@ -194,3 +194,38 @@ async fn sessions_of_one_process_contending_send_five_requests_per_grant() {
     // Now and then a waiter finds its turn has come in its own listing: slightly under 5.
     assert!((4.8..5.1).contains(&per_grant), "{per_grant:.2} requests per grant");
 }
+
+/// A held lock costs nothing while idle: the session's heartbeat is one `exists` a period
+/// whatever it holds, and each hold is followed by a watch set once, when it has lasted a period.
+/// Holding 600 locks, the server hears one request per heartbeat period and answers one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_locks_cost_one_request_per_heartbeat_while_idle() {
+    const HELD: u64 = 600;
+    const PERIOD: Duration = Duration::from_millis(500);
+    const WINDOW: Duration = Duration::from_secs(3);
+    let server = TestingServer::start().expect("start server");
+    let client = Client::builder(server.connect_string()).session_timeout(PERIOD * 9).connect().await.unwrap();
+    let mutexes: Vec<_> = (0..HELD).map(|i| Mutex::with_client(&client, &format!("/requests/idle/{i}"))).collect();
+    let guards = futures::future::try_join_all(mutexes.iter().map(Mutex::lock)).await.unwrap();
+
+    // Each hold gets its watch within two periods.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while counters(&server).watches < HELD {
+        assert!(tokio::time::Instant::now() < deadline, "the holds were never all watched");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let before = counters(&server);
+    tokio::time::sleep(WINDOW).await;
+    let after = counters(&server);
+    // A reading counts itself: one packet received, three sent (ZooKeeper 3.8).
+    let received = after.packets_received - before.packets_received - 1;
+    let sent = after.packets_sent - before.packets_sent - 3;
+    let beats = (WINDOW.as_millis() / PERIOD.as_millis()) as u64;
+    eprintln!("holding {HELD} locks for {WINDOW:?}: {received} requests received, {sent} packets sent");
+    // A beat more or less, by where the window falls.
+    assert!(received <= beats + 1, "{received} requests in {beats} heartbeat periods");
+    assert!(sent <= beats + 1, "{sent} packets sent in {beats} heartbeat periods");
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+}

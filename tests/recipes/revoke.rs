@@ -7,7 +7,7 @@ use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{revoke_node, revoke_with, Client, Error, Mutex};
 use zookeeper_client::{Acls, CreateMode, Error as ZkError};
 
-use crate::support::{client_with_fast_heartbeat, new_client, node_data, server, within_one_heartbeat, PATIENCE};
+use crate::support::{client_with_fast_heartbeat, new_client, node_data, server, within_the_follow_up_bound, PATIENCE};
 
 const PATH: &str = "/it-revoke";
 const REVOKE: &[u8] = b"__REVOKE__";
@@ -38,17 +38,18 @@ async fn revoking_a_mutex_asks_its_holder_and_not_its_waiter() {
     waiter.await.unwrap();
 }
 
-/// Nobody awaits `revoked()` here, so no watch is set: the session's heartbeat, which reads the
-/// held nodes every `T/9`, finds the request within that period and a round trip.
+/// Nobody awaits `revoked()` here: the session's own follow-up (a watch set once the hold lasted
+/// one heartbeat period, `T/9`, whose read finds a request made before) tells within two periods
+/// and a round trip.
 #[tokio::test]
-async fn is_revoked_turns_true_within_one_heartbeat_period_without_a_watch() {
+async fn is_revoked_turns_true_within_the_follow_up_bound_without_awaiting_revoked() {
     let path = format!("{PATH}/heartbeat");
     let client = client_with_fast_heartbeat().await;
     let guard = Mutex::with_client(&client, &path).lock().await.unwrap();
     let asker = new_client().await;
     let asked_at = tokio::time::Instant::now();
     assert_eq!(revoke_with(&asker, &path).await.unwrap(), 1);
-    let bound = within_one_heartbeat();
+    let bound = within_the_follow_up_bound();
     // Nothing to await without setting a watch: the flag is polled, within the bound.
     while !guard.is_revoked() {
         assert!(asked_at.elapsed() <= bound, "not seen within {bound:?}");

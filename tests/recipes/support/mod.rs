@@ -36,8 +36,8 @@ pub async fn client_with_session_timeout(timeout: Duration) -> Client {
         .expect("connect to the test server")
 }
 
-/// The session timeout of [`client_with_fast_heartbeat`]: its heartbeat, which reads the held
-/// nodes, beats every 1/9 of it, 500 ms.
+/// The session timeout of [`client_with_fast_heartbeat`]: its heartbeat beats every 1/9 of it,
+/// 500 ms.
 const FAST_HEARTBEAT_SESSION: Duration = Duration::from_millis(4500);
 
 /// A new client whose session's heartbeat beats every 500 ms.
@@ -45,11 +45,12 @@ pub async fn client_with_fast_heartbeat() -> Client {
     client_with_session_timeout(FAST_HEARTBEAT_SESSION).await
 }
 
-/// How soon a [`client_with_fast_heartbeat`] reports what its heartbeat reads of a held node
-/// (a deletion, a revocation request): one period and a round trip (docs/reliability.md), plus
-/// room for the scheduling of a busy 2-core machine.
-pub fn within_one_heartbeat() -> Duration {
-    FAST_HEARTBEAT_SESSION / 9 + Duration::from_millis(400)
+/// How soon a [`client_with_fast_heartbeat`] reports a deletion of a held node or a revocation
+/// request, however young the hold: two heartbeat periods and a round trip (a hold is followed by
+/// a watch once it lasted a period; docs/reliability.md), plus room for the scheduling of a busy
+/// 2-core machine.
+pub fn within_the_follow_up_bound() -> Duration {
+    FAST_HEARTBEAT_SESSION * 2 / 9 + Duration::from_millis(400)
 }
 
 /// Waits until the lock queue at `path` has `len` nodes (`wait_for_children` bounds the wait),

@@ -1,5 +1,5 @@
 //! Queue nodes of this process. The owner of a node learns of its deletion anyway (the reply to
-//! its own delete, or its session's heartbeat), so a waiter on the same session whose nearest
+//! its own delete, or its session's watch on it), so a waiter on the same session whose nearest
 //! node ahead is one of them is told by the owner instead of watching that node on the server:
 //! one request less per hand-off. When the owner can no longer tell (its session is in trouble,
 //! or it let go of the node without seeing it deleted), the node's fate becomes unknown and the

@@ -129,8 +129,8 @@ macro_rules! lock_guard {
             /// session timeout after the send of the last request the server answered: before the
             /// server could expire the session and grant the lock to anyone else (see
             /// docs/reliability.md, "Told first"). A deletion of the node by someone else is seen
-            /// within 1/9 of the session timeout and a round trip: the session's heartbeat reads
-            /// its held nodes. A frozen process learns it only when it runs again: fence your
+            /// within 2/9 of the session timeout and a round trip: a hold that lasts one heartbeat
+            /// period (1/9) is followed by a watch from then on. A frozen process learns it only when it runs again: fence your
             /// writes with [`fencing_token`](Self::fencing_token).
             ///
             /// # Cancel safety
@@ -152,9 +152,9 @@ macro_rules! lock_guard {
                 self.hold.revoked()
             }
 
-            /// Whether a revocation was requested: seen by the session's heartbeat within 1/9 of
-            /// the session timeout and a round trip, or at once while [`revoked`](Self::revoked)
-            /// is awaited.
+            /// Whether a revocation was requested: seen within 2/9 of the session timeout and a
+            /// round trip (the session's watch on a hold older than a heartbeat period), or at once
+            /// while [`revoked`](Self::revoked) is awaited.
             pub fn is_revoked(&self) -> bool {
                 self.hold.is_revoked()
             }

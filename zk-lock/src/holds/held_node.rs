@@ -1,5 +1,5 @@
-//! A held node: a granted lock node, followed by its session's heartbeat while held, deleted
-//! exactly once when let go.
+//! A held node: a granted lock node, followed by its session while held (by a watch, once held
+//! for a heartbeat period), deleted exactly once when let go.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -29,7 +29,8 @@ pub(crate) struct HeldNode {
     session: Arc<Session>,
     /// What the tracing events say about this hold.
     trace: trace::HoldTrace,
-    /// Lost, revoked, released: as the session's heartbeat and our release record it.
+    /// Lost, revoked, released: the one record of its state, written by its session (a loss, a
+    /// watch's news) and by our release.
     status: Arc<HeldStatus>,
     /// Tells the waiters of this process behind our node when it is deleted.
     local: Option<Arc<LocalHandoff>>,
@@ -103,15 +104,15 @@ impl HeldNode {
         self.status.lost()
     }
 
-    /// Whether a revocation was seen: by the heartbeat's read of the node, or by a watch set
+    /// Whether a revocation was seen: by the session's watch on the node, or by a watch set
     /// while someone awaits [`revoked`](Self::revoked).
     pub(crate) fn is_revoked(&self) -> bool {
         self.status.is_revoked()
     }
 
     /// Resolves once someone asked the holder to give the lock up (Curator's `__REVOKE__`):
-    /// while it is awaited, a watch on the node's data tells at once; the heartbeat tells within
-    /// its period anyway.
+    /// while it is awaited, a watch on the node's data tells at once; the session's own follow-up
+    /// tells within two heartbeat periods anyway.
     pub(crate) fn revoked(&self) -> impl Future<Output = ()> + Send + 'static {
         let (zk, status) = (self.session.zk.clone(), self.status.clone());
         async move {
@@ -122,13 +123,11 @@ impl HeldNode {
         }
     }
 
-    /// Also false as soon as the session is known lost (its client says it ended, or our
-    /// session watch counted a loss), before the watch task on the node reports it.
+    /// Neither released nor lost, as the node's status says (a session's loss reaches it before
+    /// anyone is told), and the client has not ended the session a moment before its monitor
+    /// could record it.
     pub(crate) fn is_held(&self) -> bool {
-        !self.status.is_released()
-            && self.lost_reason().is_none()
-            && self.session.health().losses == self.status.losses_seen()
-            && !self.session.zk.state().is_terminated()
+        self.status.is_followed() && !self.session.zk.state().is_terminated()
     }
 
     pub(crate) fn lost_error(&self, reason: LostReason) -> Error {

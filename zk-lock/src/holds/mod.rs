@@ -1,5 +1,5 @@
 //! Holds: what a granted node becomes. A held node is shared by the guards of re-entrant
-//! acquisitions, followed by its session's heartbeat for loss and revocation, and deleted exactly
+//! acquisitions, followed by its session for loss and revocation, and deleted exactly
 //! once when the last guard goes; a holder's scope is the code nested in it, the only code that
 //! may re-enter it; `lock_guard!` makes the public guard types.
 //!

@@ -1,5 +1,6 @@
 //! The watch on a held node's data, set only while someone awaits its revocation, so that a
-//! `__REVOKE__` written into it is seen at once rather than at the next heartbeat.
+//! `__REVOKE__` written into it is seen at once rather than when the session's own
+//! watch is set, one heartbeat period into the hold.
 
 use zookeeper_client::{Client as ZkClient, EventType};
 
@@ -8,8 +9,8 @@ use crate::session::HeldStatus;
 use crate::zk::Reconnects;
 
 /// Records a revocation in `status` as soon as one is written into its node. Never returns
-/// otherwise: a deleted node or a dead session is a loss, which the heartbeat and the session
-/// report.
+/// otherwise: a deleted node or a dead session is a loss, which the session's own watch and its
+/// monitor report.
 pub(super) async fn watch_for_revocation(zk: &ZkClient, status: &HeldStatus) {
     let mut reconnects = Reconnects::new(zk);
     loop {

@@ -1,188 +1,100 @@
-//! The nodes held on a session, read by its heartbeat. A held node deleted by someone else, or
-//! asked to be given up (Curator's `__REVOKE__` written into it), is seen within one heartbeat
-//! period and the round trip of the read, with no watch and no request of its own per grant; a
-//! loss of the whole session reaches every held node at once.
+//! The nodes held on a session, and the count of its losses, under one lock: a node is either
+//! added before a loss (and the loss reaches it) or after (and it learns the loss as it is
+//! added), so no loss can miss a node. The nodes not yet followed by a watch wait here, oldest
+//! first, until they have been held for one heartbeat period (`follow` takes them then).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use zookeeper_client::{Client as ZkClient, Error as ZkError, MultiReadResult};
+use tokio::time::Instant;
 
+use super::held_status::HeldStatus;
 use crate::error::LostReason;
-use crate::layout::REVOKE_MESSAGE;
-use crate::state_cell::StateCell;
 
-/// Told what the session learns of a held node, as it learns it.
-pub(crate) trait HeldNodeEvents: Send + Sync {
-    /// The lock was lost: the node was deleted by someone else, or the session lost its locks.
-    fn lost(&self, reason: LostReason);
-    /// Somebody asked the holder to give the lock up.
-    fn revoked(&self);
-}
-
-const RELEASED: u8 = 1;
-const REVOKED: u8 = 2;
-/// The loss, if any, is kept in the bits above these flags.
-const LOSS_SHIFT: u32 = 2;
-
-fn loss_code(reason: LostReason) -> u8 {
-    let code = match reason {
-        LostReason::SessionExpired => 1,
-        LostReason::SessionClosed => 2,
-        LostReason::ConnectionLost => 3,
-        LostReason::NodeDeleted => 4,
-    };
-    code << LOSS_SHIFT
-}
-
-fn loss_of(state: u8) -> Option<LostReason> {
-    match state >> LOSS_SHIFT {
-        0 => None,
-        1 => Some(LostReason::SessionExpired),
-        2 => Some(LostReason::SessionClosed),
-        3 => Some(LostReason::ConnectionLost),
-        _ => Some(LostReason::NodeDeleted),
-    }
-}
-
-/// Neither released nor lost: what the heartbeat reads, and what a loss may still reach.
-fn followed(state: u8) -> bool {
-    state & RELEASED == 0 && loss_of(state).is_none()
-}
-
-/// What the library knows of one held node: lost, revoked, released. Shared by the hold and
-/// its session; the first loss recorded stays, and nothing is recorded once it is released.
-pub(crate) struct HeldStatus {
-    node_path: Arc<str>,
-    /// The session's loss count when the lock was granted.
-    losses_seen: u64,
-    state: StateCell,
-    events: Box<dyn HeldNodeEvents>,
-}
-
-impl HeldStatus {
-    pub(super) fn new(node_path: Arc<str>, losses_seen: u64, events: Box<dyn HeldNodeEvents>) -> Self {
-        Self { node_path, losses_seen, state: StateCell::new(0), events }
-    }
-
-    pub(crate) fn node_path(&self) -> &Arc<str> {
-        &self.node_path
-    }
-
-    /// The session's loss count when the lock was granted.
-    pub(crate) fn losses_seen(&self) -> u64 {
-        self.losses_seen
-    }
-
-    pub(crate) fn lost(&self) -> Option<LostReason> {
-        loss_of(self.state.get())
-    }
-
-    pub(crate) fn is_revoked(&self) -> bool {
-        self.state.get() & REVOKED != 0
-    }
-
-    pub(crate) fn is_released(&self) -> bool {
-        self.state.get() & RELEASED != 0
-    }
-
-    /// Marks the node released by its holder (its own delete is about to be sent, and must not
-    /// be taken for a loss); `false` if it was released before.
-    pub(crate) fn release(&self) -> bool {
-        self.state.update(|state| (state & RELEASED == 0).then_some(state | RELEASED), |_| {})
-    }
-
-    /// Records the loss, unless one is recorded already or the node was released.
-    pub(crate) fn lose(&self, reason: LostReason) {
-        let record = |state| followed(state).then_some(state | loss_code(reason));
-        // Told first, so whoever wakes up on the loss also finds it traced.
-        self.state.update(record, |_| self.events.lost(reason));
-    }
-
-    /// Records a revocation request (once).
-    pub(crate) fn revoke(&self) {
-        let record = |state| (state & REVOKED == 0).then_some(state | REVOKED);
-        self.state.update(record, |_| self.events.revoked());
-    }
-
-    /// Resolves with the loss once one is recorded. Cancel safe: it only observes.
-    pub(crate) async fn until_lost(&self) -> LostReason {
-        self.state.wait_for(loss_of).await
-    }
-
-    /// Resolves once a revocation request is recorded. Cancel safe: it only observes.
-    pub(crate) async fn until_revoked(&self) {
-        self.state.wait_for(|state| (state & REVOKED != 0).then_some(())).await
-    }
-}
-
-/// The held nodes of one session that its heartbeat reads, by the address of their status.
 #[derive(Default)]
-pub(super) struct HeldNodes(Mutex<HashMap<usize, Arc<HeldStatus>>>);
+struct Held {
+    /// Every node held, by the address of its status (unique while it is in the set).
+    all: HashMap<usize, Arc<HeldStatus>>,
+    /// Nodes not followed by a watch yet, with when they were added (or last failed to be).
+    unwatched: VecDeque<(Instant, Arc<HeldStatus>)>,
+    /// How many times the session lost its locks, and why the last time.
+    losses: u64,
+    reason: Option<LostReason>,
+}
 
-/// A status's key in the set: its address, unique while it is in the set.
+/// The held nodes of one session.
+#[derive(Default)]
+pub(super) struct HeldNodes(Mutex<Held>);
+
 fn key(status: &HeldStatus) -> usize {
     std::ptr::from_ref(status) as usize
 }
 
 impl HeldNodes {
-    fn nodes(&self) -> MutexGuard<'_, HashMap<usize, Arc<HeldStatus>>> {
+    fn held(&self) -> MutexGuard<'_, Held> {
         self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Adds a node granted after `status.losses_seen()` losses; one the session lost since is
+    /// lost at once.
     pub(super) fn insert(&self, status: &Arc<HeldStatus>) {
-        self.nodes().insert(key(status), status.clone());
+        let lost_since = {
+            let mut held = self.held();
+            held.all.insert(key(status), status.clone());
+            held.unwatched.push_back((Instant::now(), status.clone()));
+            (held.losses > status.losses_seen()).then(|| held.reason.unwrap_or(LostReason::SessionClosed))
+        };
+        if let Some(reason) = lost_since {
+            status.lose(reason);
+        }
     }
 
     pub(super) fn remove(&self, status: &HeldStatus) {
-        self.nodes().remove(&key(status));
+        self.held().all.remove(&key(status));
     }
 
-    /// The session lost its locks for the `losses`-th time: every node granted before is lost.
-    pub(super) fn lose_all(&self, losses: u64, reason: LostReason) {
-        for status in self.snapshot() {
-            if status.losses_seen < losses {
-                status.lose(reason);
+    /// The session lost its locks (once more): every node held is lost. Returns the number of
+    /// losses so far.
+    pub(super) fn lose_all(&self, reason: LostReason) -> u64 {
+        let (losses, lost) = {
+            let mut held = self.held();
+            held.losses += 1;
+            held.reason = Some(reason);
+            held.unwatched.clear();
+            (held.losses, held.all.values().cloned().collect::<Vec<_>>())
+        };
+        for status in lost {
+            status.lose(reason);
+        }
+        losses
+    }
+
+    /// The nodes still held that were added (or put back) at or before `cutoff` and have no
+    /// watch yet: they are to be followed by one now.
+    pub(super) fn due_for_a_watch(&self, cutoff: Instant) -> Vec<Arc<HeldStatus>> {
+        let mut held = self.held();
+        let mut due = Vec::new();
+        while held.unwatched.front().is_some_and(|(since, _)| *since <= cutoff) {
+            let (_, status) = held.unwatched.pop_front().expect("just seen");
+            if status.is_followed() {
+                due.push(status);
             }
         }
+        due
     }
 
-    /// The nodes still held and not known lost, to be read by the heartbeat.
-    pub(super) fn snapshot(&self) -> Vec<Arc<HeldStatus>> {
-        self.nodes().values().filter(|status| followed(status.state.get())).cloned().collect()
-    }
-}
-
-/// Nodes read in one request; more take one request per this many.
-const NODES_PER_READ: usize = 512;
-
-/// Reads the nodes `held` and records what it finds: a node gone, a revocation request. Every
-/// request is sent before any reply is awaited, so it takes one round trip.
-pub(super) async fn read(zk: &ZkClient, held: &[Arc<HeldStatus>]) -> Result<(), ZkError> {
-    let mut reads = Vec::new();
-    for chunk in held.chunks(NODES_PER_READ) {
-        let mut reader = zk.new_multi_reader();
-        for status in chunk {
-            reader.add_get_data(status.node_path())?;
-        }
-        reads.push(reader.commit());
-    }
-    for (chunk, read) in held.chunks(NODES_PER_READ).zip(reads) {
-        for (status, result) in chunk.iter().zip(read.await?) {
-            match result {
-                MultiReadResult::Data { data, .. } if data == REVOKE_MESSAGE => status.revoke(),
-                // Answered on the session that created the node: it is gone for good.
-                MultiReadResult::Error { err: ZkError::NoNode } => status.lose(LostReason::NodeDeleted),
-                _ => {}
-            }
+    /// A node whose watch could not be set (the connection broke): it is tried again later.
+    pub(super) fn watch_again(&self, status: Arc<HeldStatus>) {
+        if status.is_followed() {
+            self.held().unwatched.push_back((Instant::now(), status));
         }
     }
-    Ok(())
 }
 
 impl std::fmt::Debug for HeldNodes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HeldNodes").field("held", &self.nodes().len()).finish()
+        let held = self.held();
+        f.debug_struct("HeldNodes").field("held", &held.all.len()).field("losses", &held.losses).finish()
     }
 }
 
@@ -191,6 +103,7 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
+    use crate::session::held_status::HeldNodeEvents;
 
     #[derive(Default)]
     struct Counted {
@@ -222,11 +135,11 @@ mod tests {
         status.lose(LostReason::SessionExpired);
         assert_eq!(status.lost(), Some(LostReason::NodeDeleted));
         assert_eq!(counted.lost.load(Ordering::Relaxed), 1);
-        assert!(nodes.snapshot().is_empty(), "a lost node is not read again");
+        assert!(nodes.due_for_a_watch(Instant::now()).is_empty(), "a lost node is not watched");
     }
 
     #[test]
-    fn a_released_node_is_not_lost_and_not_read() {
+    fn a_released_node_is_not_lost_and_not_watched() {
         let nodes = HeldNodes::default();
         let (status, counted) = held(&nodes, 0);
         assert!(status.release());
@@ -234,25 +147,51 @@ mod tests {
         status.lose(LostReason::NodeDeleted);
         assert_eq!(status.lost(), None);
         assert_eq!(counted.lost.load(Ordering::Relaxed), 0);
-        assert!(nodes.snapshot().is_empty());
+        assert!(nodes.due_for_a_watch(Instant::now()).is_empty());
     }
 
     #[test]
-    fn a_session_loss_reaches_only_nodes_granted_before_it() {
+    fn a_session_loss_reaches_nodes_added_before_it_and_those_granted_before_it() {
         let nodes = HeldNodes::default();
         let (before, _) = held(&nodes, 0);
-        let (after, _) = held(&nodes, 1);
-        nodes.lose_all(1, LostReason::ConnectionLost);
+        assert_eq!(nodes.lose_all(LostReason::ConnectionLost), 1);
         assert_eq!(before.lost(), Some(LostReason::ConnectionLost));
+        // Granted before the loss, added after it: lost as it is added.
+        let (late, _) = held(&nodes, 0);
+        assert_eq!(late.lost(), Some(LostReason::ConnectionLost));
+        // Granted after it.
+        let (after, _) = held(&nodes, 1);
         assert_eq!(after.lost(), None);
     }
 
     #[test]
+    fn only_nodes_held_long_enough_are_due_for_a_watch() {
+        let nodes = HeldNodes::default();
+        let (old, _) = held(&nodes, 0);
+        let cutoff = Instant::now();
+        let (young, _) = held(&nodes, 0);
+        let due = nodes.due_for_a_watch(cutoff);
+        assert!(due.len() == 1 && Arc::ptr_eq(&due[0], &old));
+        assert!(nodes.due_for_a_watch(cutoff).is_empty(), "taken once");
+        nodes.watch_again(old.clone());
+        let due = nodes.due_for_a_watch(Instant::now());
+        assert_eq!(due.len(), 2, "the young one, and the old one put back");
+        assert!(due.iter().any(|status| Arc::ptr_eq(status, &young)));
+    }
+
+    #[test]
     fn every_loss_reason_round_trips() {
-        for reason in
+        let nodes = HeldNodes::default();
+        for (losses, reason) in
             [LostReason::SessionExpired, LostReason::SessionClosed, LostReason::ConnectionLost, LostReason::NodeDeleted]
+                .into_iter()
+                .enumerate()
         {
-            assert_eq!(loss_of(loss_code(reason) | REVOKED), Some(reason));
+            let (status, _) = held(&nodes, losses as u64);
+            status.revoke();
+            nodes.lose_all(reason);
+            assert_eq!(status.lost(), Some(reason));
+            assert!(status.is_revoked());
         }
     }
 

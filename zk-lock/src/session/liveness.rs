@@ -11,9 +11,8 @@
 //! reliability.md derives the bound). A terminal state of the client (expired, closed) loses
 //! them at once, and so does `Client::close`, which also ends the session on the server.
 //!
-//! The heartbeat's request is a read of the session's held nodes (an `exists` when it holds
-//! none), so that a node deleted by someone else, or asked to be given up, is seen within
-//! `T/9` and a round trip, with no watch and no request per grant.
+//! The heartbeat's request is one `exists` of the root, whatever the session holds: a held
+//! lock costs nothing while idle. Held nodes are followed by watches instead (`follow`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -25,7 +24,8 @@ use tokio::time::Instant;
 use zookeeper_client::{Client as ZkClient, SessionState};
 
 use super::end::SessionEnd;
-use super::held_nodes::{self, HeldNodes, HeldStatus};
+use super::follow::Follower;
+use super::held_nodes::HeldNodes;
 use super::ledger::Ledger;
 use super::retire::{retire, Reopen};
 use super::Health;
@@ -57,7 +57,9 @@ pub(super) async fn monitor(
     let lose_after = loss_delay(timeout);
     let mut states = zk.state_watcher();
     let mut state = states.state();
-    let mut heartbeat = Heartbeat::new(zk.clone(), held.clone(), timeout / BEATS_PER_TIMEOUT);
+    let period = timeout / BEATS_PER_TIMEOUT;
+    let mut heartbeat = Heartbeat::new(zk.clone(), period);
+    let mut follower = Follower::new(zk.clone(), held.clone(), period);
     // The send time of the last answered request; none after a loss until the next answer.
     let mut answered_sent_at = Some(started);
     loop {
@@ -94,6 +96,7 @@ pub(super) async fn monitor(
                 return;
             }
             next = states.changed() => state = next,
+            () = follower.run() => {}
             // One request at a time: each answered one was sent after the one before.
             sent = heartbeat.answered() => answered_sent_at = Some(sent),
             () = sleep_until(deadline) => {
@@ -157,15 +160,17 @@ fn terminal_reason(state: SessionState) -> Option<LostReason> {
 
 /// Declares the session's locks lost: to its guards (`health`) and to every node held on it.
 fn lose(health: &watch::Sender<Health>, held: &HeldNodes, reason: LostReason, terminated: bool) {
+    // A retired session has lost everything already; its end is no second loss.
+    if health.borrow().terminated {
+        return;
+    }
+    // The held nodes first: whoever wakes on the session's loss finds them lost.
+    let losses = held.lose_all(reason);
     health.send_modify(|health| {
-        // A retired session has lost everything already; its end is no second loss.
-        if !health.terminated {
-            health.losses += 1;
-            health.reason = Some(reason);
-            health.terminated = terminated;
-        }
+        health.losses = losses;
+        health.reason = Some(reason);
+        health.terminated = terminated;
     });
-    held.lose_all(health.borrow().losses, reason);
 }
 
 type Reply = Pin<Box<dyn Future<Output = Result<(), zookeeper_client::Error>> + Send>>;
@@ -173,15 +178,14 @@ type Reply = Pin<Box<dyn Future<Output = Result<(), zookeeper_client::Error>> + 
 /// One cheap request at a time, every `period`, each remembered with the time it was sent.
 struct Heartbeat {
     zk: ZkClient,
-    held: Arc<HeldNodes>,
     period: Duration,
     next_send: Instant,
     in_flight: Option<(Instant, Reply)>,
 }
 
 impl Heartbeat {
-    fn new(zk: ZkClient, held: Arc<HeldNodes>, period: Duration) -> Self {
-        Self { zk, held, period, next_send: Instant::now() + period, in_flight: None }
+    fn new(zk: ZkClient, period: Duration) -> Self {
+        Self { zk, period, next_send: Instant::now() + period, in_flight: None }
     }
 
     /// Forgets the request in flight and sends a new one at once.
@@ -199,7 +203,7 @@ impl Heartbeat {
                 // Sent while disconnected, zookeeper-client queues it until it reconnects: the
                 // time taken here is then earlier than the real send, which is the safe side.
                 let sent = Instant::now();
-                let reply = beat(self.zk.clone(), self.held.snapshot());
+                let reply = beat(self.zk.clone());
                 self.in_flight = Some((sent, reply));
                 self.next_send = sent + self.period;
             }
@@ -215,14 +219,7 @@ impl Heartbeat {
     }
 }
 
-/// One heartbeat: reads the held nodes (recording what it finds), or, with none, asks whether
-/// the root exists.
-fn beat(zk: ZkClient, held: Vec<Arc<HeldStatus>>) -> Reply {
-    Box::pin(async move {
-        if held.is_empty() {
-            zk.check_stat("/").await.map(drop)
-        } else {
-            held_nodes::read(&zk, &held).await
-        }
-    })
+/// One heartbeat: asks whether the root exists.
+fn beat(zk: ZkClient) -> Reply {
+    Box::pin(async move { zk.check_stat("/").await.map(drop) })
 }

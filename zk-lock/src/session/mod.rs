@@ -1,5 +1,6 @@
-//! One ZooKeeper session: when its locks are lost ([`liveness`]), the nodes held on it that its
-//! heartbeat reads ([`held_nodes`]), the nodes the library must still see deleted on it
+//! One ZooKeeper session: when its locks are lost ([`liveness`]), the nodes held on it
+//! ([`held_nodes`], each one's state in [`held_status`], followed by watches: [`follow`]), the
+//! nodes the library must still see deleted on it
 //! ([`ledger`]), its retirement once a loss has been declared ([`retire`]), and its end, asked
 //! for by `Client::close` and confirmed by the server ([`end`]).
 //!
@@ -7,7 +8,9 @@
 //! `error`.
 
 mod end;
+mod follow;
 mod held_nodes;
+mod held_status;
 mod ledger;
 mod liveness;
 mod retire;
@@ -20,7 +23,7 @@ use tokio::task::JoinHandle;
 
 use self::end::SessionEnd;
 use self::held_nodes::HeldNodes;
-pub(crate) use self::held_nodes::{HeldNodeEvents, HeldStatus};
+pub(crate) use self::held_status::{HeldNodeEvents, HeldStatus};
 use self::ledger::Ledger;
 pub(crate) use self::retire::{Reopen, ReopenFuture};
 use crate::background;
@@ -141,12 +144,6 @@ impl Session {
     ) -> Arc<HeldStatus> {
         let status = Arc::new(HeldStatus::new(node_path, losses_seen, events));
         self.held.insert(&status);
-        // Checked after it is added: a loss declared since the grant either counted before this
-        // check or finds the node in the set.
-        let health = self.health();
-        if health.losses > losses_seen {
-            status.lose(health.reason.unwrap_or(LostReason::SessionClosed));
-        }
         status
     }
 

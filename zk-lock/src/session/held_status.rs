@@ -1,0 +1,113 @@
+//! What the library knows of one held node: lost, revoked, released. The one record of a held
+//! node's state: its guards, its session's loss and its follow-up by watch all read and write
+//! it here.
+
+use std::sync::Arc;
+
+use crate::error::LostReason;
+use crate::state_cell::StateCell;
+
+/// Told what the session learns of a held node, as it learns it.
+pub(crate) trait HeldNodeEvents: Send + Sync {
+    /// The lock was lost: the node was deleted by someone else, or the session lost its locks.
+    fn lost(&self, reason: LostReason);
+    /// Somebody asked the holder to give the lock up.
+    fn revoked(&self);
+}
+
+const RELEASED: u8 = 1;
+const REVOKED: u8 = 2;
+/// The loss, if any, is kept in the bits above these flags.
+const LOSS_SHIFT: u32 = 2;
+
+fn loss_code(reason: LostReason) -> u8 {
+    let code = match reason {
+        LostReason::SessionExpired => 1,
+        LostReason::SessionClosed => 2,
+        LostReason::ConnectionLost => 3,
+        LostReason::NodeDeleted => 4,
+    };
+    code << LOSS_SHIFT
+}
+
+fn loss_of(state: u8) -> Option<LostReason> {
+    match state >> LOSS_SHIFT {
+        0 => None,
+        1 => Some(LostReason::SessionExpired),
+        2 => Some(LostReason::SessionClosed),
+        3 => Some(LostReason::ConnectionLost),
+        _ => Some(LostReason::NodeDeleted),
+    }
+}
+
+/// Neither released nor lost: what is still followed, and what a loss may still reach.
+fn followed(state: u8) -> bool {
+    state & RELEASED == 0 && loss_of(state).is_none()
+}
+
+/// What the library knows of one held node: lost, revoked, released. Shared by the hold and
+/// its session; the first loss recorded stays, and nothing is recorded once it is released.
+pub(crate) struct HeldStatus {
+    node_path: Arc<str>,
+    /// The session's loss count when the lock was granted.
+    losses_seen: u64,
+    state: StateCell,
+    events: Box<dyn HeldNodeEvents>,
+}
+
+impl HeldStatus {
+    pub(super) fn new(node_path: Arc<str>, losses_seen: u64, events: Box<dyn HeldNodeEvents>) -> Self {
+        Self { node_path, losses_seen, state: StateCell::new(0), events }
+    }
+
+    pub(crate) fn node_path(&self) -> &Arc<str> {
+        &self.node_path
+    }
+
+    /// The session's loss count when the lock was granted.
+    pub(crate) fn losses_seen(&self) -> u64 {
+        self.losses_seen
+    }
+
+    pub(crate) fn lost(&self) -> Option<LostReason> {
+        loss_of(self.state.get())
+    }
+
+    pub(crate) fn is_revoked(&self) -> bool {
+        self.state.get() & REVOKED != 0
+    }
+
+    /// Neither released nor lost: held, as far as the library knows.
+    pub(crate) fn is_followed(&self) -> bool {
+        followed(self.state.get())
+    }
+
+    /// Marks the node released by its holder (its own delete is about to be sent, and must not
+    /// be taken for a loss); `false` if it was released before.
+    pub(crate) fn release(&self) -> bool {
+        self.state.update(|state| (state & RELEASED == 0).then_some(state | RELEASED), |_| {})
+    }
+
+    /// Records the loss, unless one is recorded already or the node was released.
+    pub(crate) fn lose(&self, reason: LostReason) {
+        let record = |state| followed(state).then_some(state | loss_code(reason));
+        // Told first, so whoever wakes up on the loss also finds it traced.
+        self.state.update(record, |_| self.events.lost(reason));
+    }
+
+    /// Records a revocation request (once).
+    pub(crate) fn revoke(&self) {
+        let record = |state| (state & REVOKED == 0).then_some(state | REVOKED);
+        self.state.update(record, |_| self.events.revoked());
+    }
+
+    /// Resolves with the loss once one is recorded. Cancel safe: it only observes.
+    pub(crate) async fn until_lost(&self) -> LostReason {
+        self.state.wait_for(loss_of).await
+    }
+
+    /// Resolves once a revocation request is recorded. Cancel safe: it only observes.
+    pub(crate) async fn until_revoked(&self) {
+        self.state.wait_for(|state| (state & REVOKED != 0).then_some(())).await
+    }
+}
