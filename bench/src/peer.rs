@@ -239,6 +239,11 @@ impl Peer {
         }
     }
 
+    /// The peer's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// Asks the peer to exit, and kills it if it does not within a few seconds.
     pub async fn quit(mut self) {
         if !self.broken {

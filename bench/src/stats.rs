@@ -50,6 +50,12 @@ pub struct Counters {
     pub watches: u64,
     /// `zk_ephemerals_count`.
     pub ephemerals: u64,
+    /// `zk_packets_sent`: every answer and notification.
+    pub sent: u64,
+    /// `zk_num_alive_connections`: client connections, the `mntr` one included.
+    pub connections: u64,
+    /// `zk_znode_count`.
+    pub znodes: u64,
 }
 
 /// Requests between two counter readings.
@@ -79,6 +85,9 @@ impl Counters {
             reads: value("zk_cnt_readlatency")?,
             watches: value("zk_watch_count")?,
             ephemerals: value("zk_ephemerals_count")?,
+            sent: counters.packets_sent,
+            connections: counters.alive_connections,
+            znodes: counters.znodes,
         })
     }
 

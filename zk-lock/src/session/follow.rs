@@ -15,15 +15,22 @@ use std::time::Duration;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::{Instant, Interval, MissedTickBehavior};
-use zookeeper_client::{Client as ZkClient, Error as ZkError, EventType};
+use zookeeper_client::{Client as ZkClient, Error as ZkError, EventType, OneshotWatcher, Stat, WatchedEvent};
 
 use super::held_nodes::HeldNodes;
 use super::held_status::HeldStatus;
 use crate::error::LostReason;
 use crate::layout::REVOKE_MESSAGE;
 
-/// A node's watch, until it tells the node is gone; `Some` if it must be set again later.
-type Watch = Pin<Box<dyn Future<Output = Option<Arc<HeldStatus>>> + Send>>;
+/// What a node's follow-up waits for: the reply to the read that sets its watch (in flight only
+/// at a tick, or after the node's data changed), then the watch's event (what a long hold keeps,
+/// so it is kept small).
+enum Step {
+    Set(Arc<HeldStatus>, Result<(Vec<u8>, Stat, OneshotWatcher), ZkError>),
+    Fired(Arc<HeldStatus>, WatchedEvent),
+}
+
+type Pending = Pin<Box<dyn Future<Output = Step> + Send>>;
 
 /// The watches on one session's held nodes.
 pub(super) struct Follower {
@@ -31,57 +38,62 @@ pub(super) struct Follower {
     held: Arc<HeldNodes>,
     period: Duration,
     tick: Interval,
-    watches: FuturesUnordered<Watch>,
+    pending: FuturesUnordered<Pending>,
 }
 
 impl Follower {
     pub(super) fn new(zk: ZkClient, held: Arc<HeldNodes>, period: Duration) -> Self {
         let mut tick = tokio::time::interval_at(Instant::now() + period, period);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        Self { zk, held, period, tick, watches: FuturesUnordered::new() }
+        Self { zk, held, period, tick, pending: FuturesUnordered::new() }
     }
 
-    /// Sets the watches that are due and follows them; never returns. Cancel safe: the watches
-    /// stay in `self`.
+    /// Sets the watches that are due and follows them; never returns. Cancel safe: what is
+    /// pending stays in `self`.
     pub(super) async fn run(&mut self) {
         loop {
             tokio::select! {
                 _ = self.tick.tick() => {
                     for status in self.held.due_for_a_watch(Instant::now() - self.period) {
-                        self.watches.push(Box::pin(watch(self.zk.clone(), status)));
+                        self.set_watch(status);
                     }
                 }
-                Some(again) = self.watches.next() => {
-                    if let Some(status) = again {
-                        self.held.watch_again(status);
-                    }
-                }
+                Some(step) = self.pending.next() => self.step(step),
             }
         }
     }
-}
 
-/// Follows one held node until it is deleted or no longer held; returns it if the watch could
-/// not be set (a broken connection).
-async fn watch(zk: ZkClient, status: Arc<HeldStatus>) -> Option<Arc<HeldStatus>> {
-    while status.is_followed() {
-        match zk.get_and_watch_data(status.node_path()).await {
-            Ok((data, _, watcher)) => {
+    /// Reads the node and sets a watch on it (sent when `run` next polls what is pending).
+    fn set_watch(&mut self, status: Arc<HeldStatus>) {
+        let zk = self.zk.clone();
+        self.pending.push(Box::pin(async move {
+            let reply = zk.get_and_watch_data(status.node_path()).await;
+            Step::Set(status, reply)
+        }));
+    }
+
+    fn step(&mut self, step: Step) {
+        match step {
+            Step::Set(status, Ok((data, _, watcher))) => {
                 if data == REVOKE_MESSAGE {
                     status.revoke();
                 }
-                match watcher.changed().await.event_type {
-                    // Our own release deletes it too: a released node is not lost.
-                    EventType::NodeDeleted => status.lose(LostReason::NodeDeleted),
-                    EventType::NodeDataChanged => continue,
-                    // The session ended: its loss reaches every node.
-                    _ => return None,
-                }
+                self.pending.push(Box::pin(async move {
+                    let event = watcher.changed().await;
+                    Step::Fired(status, event)
+                }));
             }
             // Answered on the session that created the node: it is gone for good.
-            Err(ZkError::NoNode) => status.lose(LostReason::NodeDeleted),
-            Err(_) => return Some(status),
+            Step::Set(status, Err(ZkError::NoNode)) => status.lose(LostReason::NodeDeleted),
+            // The connection broke: tried again a period later.
+            Step::Set(status, Err(_)) => self.held.watch_again(status),
+            Step::Fired(status, event) => match event.event_type {
+                // Our own release deletes it too: a released node is not lost.
+                EventType::NodeDeleted => status.lose(LostReason::NodeDeleted),
+                EventType::NodeDataChanged if status.is_followed() => self.set_watch(status),
+                // Released, or the session ended (its loss reaches every node).
+                _ => {}
+            },
         }
     }
-    None
 }
