@@ -1,6 +1,7 @@
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
+import java.lang.ref.Reference;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -57,6 +58,15 @@ import org.apache.zookeeper.KeeperException;
  *       in Unix-time nanoseconds ({@code suspended_ns}, {@code lost_ns}, {@code granted_ns};
  *       a key is missing when that did not happen in time). Both sessions use
  *       {@code session-ms}.
+ *   <li>{@code idle <root> <locks> <in-flight> <session-ms> <timeout-ms>}: a session of its own
+ *       (timeout {@code session-ms}) takes one InterProcessMutex on {@code <root>/warm} and
+ *       releases it, then takes {@code locks} of them, on {@code <root>/l<i>}, from
+ *       {@code in-flight} threads at once, each acquire bounded by {@code timeout-ms} from the
+ *       start; prints {@code armed} and holds them, doing nothing, until {@code go} (the bench
+ *       measures the idle cost meanwhile); then prints the count, the time taking them
+ *       ({@code take_s}) and the heap in use, after a full GC, before and after taking them
+ *       ({@code heap_before}, {@code heap_after}, bytes). The session is closed on {@code done},
+ *       which releases the locks.
  * </ul>
  *
  * <p>Latencies are printed in microseconds.
@@ -179,6 +189,10 @@ public final class CuratorBench {
             case "partition":
                 need(a, 4, "partition <path> <holder-connect> <session-ms> <deadline-ms>");
                 return partition(a[0], a[1], Integer.parseInt(a[2]), Long.parseLong(a[3]));
+            case "idle":
+                need(a, 5, "idle <root> <locks> <in-flight> <session-ms> <timeout-ms>");
+                return idle(a[0], Integer.parseInt(a[1]), Integer.parseInt(a[2]), Integer.parseInt(a[3]),
+                        Long.parseLong(a[4]));
             default:
                 throw new IllegalArgumentException("unknown command " + command);
         }
@@ -648,6 +662,71 @@ public final class CuratorBench {
             json.integer("granted_ns", granted.get());
         }
         return json.end();
+    }
+
+    // ---- idle -----------------------------------------------------------------------------------
+
+    private String idle(String root, int locks, int inFlight, int sessionMs, long timeoutMs) throws Exception {
+        CuratorFramework client = connect(connectString, sessionMs);
+        extra.add(client);
+        InterProcessMutex warm = new InterProcessMutex(client, root + "/warm");
+        warm.acquire();
+        warm.release();
+        long heapBefore = usedHeap();
+        InterProcessMutex[] held = new InterProcessMutex[locks];
+        AtomicInteger next = new AtomicInteger();
+        AtomicInteger taken = new AtomicInteger();
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        long start = System.nanoTime();
+        long deadline = start + timeoutMs * 1_000_000L;
+        List<Thread> threads = new ArrayList<>();
+        for (int t = 0; t < Math.min(inFlight, locks); t++) {
+            Thread thread = new Thread(null, () -> {
+                try {
+                    for (int i = next.getAndIncrement(); i < locks && failure.get() == null; i = next.getAndIncrement()) {
+                        InterProcessMutex mutex = new InterProcessMutex(client, root + "/l" + i);
+                        if (!mutex.acquire(deadline - System.nanoTime(), TimeUnit.NANOSECONDS)) {
+                            throw new IllegalStateException("not all " + locks + " locks taken in " + timeoutMs + " ms");
+                        }
+                        held[i] = mutex;
+                        taken.incrementAndGet();
+                    }
+                } catch (Throwable e) {
+                    failure.compareAndSet(null, e);
+                }
+            }, "idle-taker-" + t, 256 * 1024);
+            thread.setDaemon(true);
+            threads.add(thread);
+            thread.start();
+        }
+        for (Thread thread : threads) {
+            thread.join(Math.max(1L, (deadline - System.nanoTime()) / 1_000_000L + 1_000L));
+        }
+        long took = System.nanoTime() - start;
+        if (failure.get() != null) {
+            throw new Exception("taking the locks failed after " + taken.get() + " of " + locks, failure.get());
+        }
+        if (taken.get() < locks) {
+            throw new IllegalStateException("only " + taken.get() + " of " + locks + " locks taken in " + timeoutMs + " ms");
+        }
+        long heapAfter = usedHeap();
+        armed();
+        // Held, and counted in the heap, until the bench has measured the idle window.
+        Reference.reachabilityFence(held);
+        return new Json()
+                .num("count", taken.get())
+                .num("take_s", took / 1e9)
+                .num("heap_before", heapBefore)
+                .num("heap_after", heapAfter)
+                .end();
+    }
+
+    /** Heap in use after full collections (the serial collector's {@code System.gc()} is one). */
+    private static long usedHeap() {
+        Runtime runtime = Runtime.getRuntime();
+        System.gc();
+        System.gc();
+        return runtime.totalMemory() - runtime.freeMemory();
     }
 
     // ---- output ---------------------------------------------------------------------------------

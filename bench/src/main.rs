@@ -2,9 +2,9 @@
 //! 5.4 and kazoo, on one ZooKeeper server, in one run, with the same parameters.
 //!
 //! ```text
-//! scripts/bench                       # everything, ~6 minutes; table on stdout,
+//! scripts/bench                       # everything, ~6 minutes and the idle row; table on stdout,
 //!                                     # JSON in target/bench/results.json
-//! scripts/bench --quick               # a ~2 minute smoke run
+//! scripts/bench --quick               # a smoke run, ~2 minutes and ~2.5 for the idle row
 //! scripts/bench --rows uncontended,drain --clients zk-lock,curator
 //! cargo run --release -p zk-lock-bench -- --help
 //! ```
@@ -16,7 +16,8 @@
 //! session running the peer's `--contender` mode), `drain` (N queued waiters released in
 //! turn), `memory` (bytes per waiting acquisition and per held guard in this process),
 //! `partition` (a holder cut off from the server: when it is told, when another session is
-//! granted the lock). Request
+//! granted the lock), `idle` (one session holding N locks on N paths, idle: what it costs the
+//! server and the client, `idle.rs`). Request
 //! counts come from the server's own counters (`mntr`), read around each client's measurement.
 //! The Curator and kazoo peers (`bench/java/CuratorBench.java`, `bench/kazoo_bench.py`)
 //! measure themselves and print raw samples; every statistic is computed here, with the same code.
@@ -24,9 +25,11 @@
 
 mod alloc;
 mod contender;
+mod idle;
 mod native;
 mod partition;
 mod peer;
+mod procstat;
 mod report;
 mod stats;
 
@@ -47,18 +50,21 @@ static ALLOCATOR: alloc::Counting = alloc::Counting;
 
 const USAGE: &str = "\
 usage: bench [--quick] [--rows LIST] [--clients LIST] [--out PATH]
-             [--cycles N] [--warmup N] [--measure-secs S]
+             [--cycles N] [--warmup N] [--measure-secs S] [--idle-held LIST] [--idle-secs S]
        bench --median [--out PATH] REPORT.json...
 
-  --quick           a ~2 minute smoke run: fewer cycles, shorter windows, smaller queues,
-                    2 partition trials
+  --quick           a smoke run (~2 minutes, ~2.5 more for the idle row): fewer cycles,
+                    shorter windows, smaller queues, 2 partition trials, idle up to 10,000
   --rows LIST       comma-separated: floor,uncontended,contended,contended-tasks,
-                    contended-processes,drain,memory,partition (default: all)
+                    contended-processes,drain,memory,partition,idle (default: all)
   --clients LIST    comma-separated: zk-lock,zookeeper-client,curator,kazoo (default: all)
   --out PATH        where to write the JSON report (default: target/bench/results.json)
   --cycles N        measured operations per floor/uncontended case (default 1000, quick 200)
   --warmup N        warm-up operations before each of them, for every client (default 300, quick 50)
   --measure-secs S  measured window of each contended case (default 2.5, quick 0.5)
+  --idle-held LIST  locks held by one session in the idle row, comma-separated
+                    (default 1,1000,10000,100000, quick 1,1000,10000)
+  --idle-secs S     idle window of each idle case (default 20, quick 5)
   --median          instead of measuring, print (and with --out write) the medians of the
                     JSON reports of several runs
 
@@ -75,9 +81,10 @@ enum Row {
     Drain,
     Memory,
     Partition,
+    Idle,
 }
 
-const ROWS: [(&str, Row); 8] = [
+const ROWS: [(&str, Row); 9] = [
     ("floor", Row::Floor),
     ("uncontended", Row::Uncontended),
     ("contended", Row::Contended),
@@ -86,6 +93,7 @@ const ROWS: [(&str, Row); 8] = [
     ("drain", Row::Drain),
     ("memory", Row::Memory),
     ("partition", Row::Partition),
+    ("idle", Row::Idle),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +144,10 @@ struct Opts {
     memory_timeout: Duration,
     /// Trials of each client in the partition row.
     partition_trials: usize,
+    /// Locks one session holds in each case of the idle row.
+    idle_held: Vec<usize>,
+    /// The idle row's window.
+    idle_window: Duration,
     /// The floor and uncontended rows run in this many rounds, the clients taking turns, so
     /// that a burst of load on the machine does not land on one client only.
     rounds: usize,
@@ -169,6 +181,8 @@ impl Opts {
             held: if quick { 200 } else { 2000 },
             memory_timeout: Duration::from_secs(if quick { 60 } else { 120 }),
             partition_trials: if quick { 2 } else { 5 },
+            idle_held: if quick { vec![1, 1000, 10_000] } else { vec![1, 1000, 10_000, 100_000] },
+            idle_window: Duration::from_secs(if quick { 5 } else { 20 }),
             rounds: if quick { 1 } else { 3 },
             server_warmup: if quick { 2000 } else { 8000 },
             args: args.clone(),
@@ -186,14 +200,11 @@ impl Opts {
                     let text = value("--warmup")?;
                     opts.plan.warm = text.parse().map_err(|_| format!("`--warmup` needs a number, not `{text}`"))?;
                 }
-                "--measure-secs" => {
-                    let text = value("--measure-secs")?;
-                    let secs: f64 = text
-                        .parse()
-                        .ok()
-                        .filter(|s: &f64| *s > 0.0 && *s <= 600.0)
-                        .ok_or_else(|| format!("`--measure-secs` needs seconds in (0, 600], not `{text}`"))?;
-                    opts.contended_measure = Duration::from_secs_f64(secs);
+                "--measure-secs" => opts.contended_measure = seconds(&value("--measure-secs")?, "--measure-secs")?,
+                "--idle-secs" => opts.idle_window = seconds(&value("--idle-secs")?, "--idle-secs")?,
+                "--idle-held" => {
+                    let list = value("--idle-held")?;
+                    opts.idle_held = list.split(',').map(|n| positive(n, "--idle-held")).collect::<Result<_, _>>()?;
                 }
                 other => return Err(format!("unknown argument `{other}`")),
             }
@@ -212,6 +223,15 @@ fn pick<T: Copy>(list: &str, known: &[(&str, T)], what: &str) -> Result<Vec<T>, 
             })
         })
         .collect()
+}
+
+fn seconds(text: &str, flag: &str) -> Result<Duration, String> {
+    let secs: f64 = text
+        .parse()
+        .ok()
+        .filter(|s: &f64| *s > 0.0 && *s <= 600.0)
+        .ok_or_else(|| format!("`{flag}` needs seconds in (0, 600], not `{text}`"))?;
+    Ok(Duration::from_secs_f64(secs))
 }
 
 fn positive(text: &str, flag: &str) -> Result<usize, String> {
@@ -377,6 +397,8 @@ struct Ctx<'a> {
     opts: &'a Opts,
     connect: String,
     server: std::net::SocketAddr,
+    /// The server JVM's pid, for its CPU time.
+    server_pid: Option<u32>,
     curator: Result<Peer, String>,
     kazoo: Result<Peer, String>,
     records: Vec<Record>,
@@ -419,7 +441,8 @@ async fn run(opts: &Opts, server: &TestingServer, data: (PathBuf, bool)) -> Exit
     if let Err(e) = native::warm_server(&connect, opts.server_warmup, Duration::from_secs(30)).await {
         eprintln!("bench: server warm-up failed: {e}");
     }
-    let mut ctx = Ctx { opts, connect, server: server.addr(), curator, kazoo, records: Vec::new() };
+    let mut ctx =
+        Ctx { opts, connect, server: server.addr(), server_pid: server.pid(), curator, kazoo, records: Vec::new() };
     for row in &opts.rows {
         match row {
             Row::Floor => floor_row(&mut ctx).await,
@@ -430,6 +453,7 @@ async fn run(opts: &Opts, server: &TestingServer, data: (PathBuf, bool)) -> Exit
             Row::Drain => drain_row(&mut ctx).await,
             Row::Memory => memory_row(&mut ctx).await,
             Row::Partition => partition_row(&mut ctx).await,
+            Row::Idle => idle::row(&mut ctx).await,
         }
     }
     let Ctx { curator, kazoo, records, .. } = ctx;
@@ -899,5 +923,9 @@ fn parameters(opts: &Opts) -> Value {
         "partition_trials": opts.partition_trials,
         "partition_session_timeout_s": partition::SESSION.as_secs_f64(),
         "partition_deadline_s": partition::DEADLINE.as_secs_f64(),
+        "idle_held": opts.idle_held,
+        "idle_window_s": opts.idle_window.as_secs_f64(),
+        "idle_session_timeout_s": idle::SESSION.as_secs_f64(),
+        "idle_in_flight": idle::IN_FLIGHT,
     })
 }

@@ -175,6 +175,75 @@ pub fn memory(client: &'static str, case: String, result: &Value) -> Record {
     record
 }
 
+/// An `idle` cell: the window's totals as rates, the take rate, memory per guard.
+pub fn idle(client: &'static str, held: usize, result: &Value) -> Record {
+    let mut record = Record::new("idle", format!("N={held}"), client);
+    let number = |key: &str| result[key].as_f64();
+    let seconds = number("window_s").unwrap_or(f64::NAN);
+    let count = number("count").unwrap_or(0.0);
+    record.set("held", count);
+    record.set("window_s", seconds);
+    if let Some(take) = number("take_s") {
+        record.set("take_s", take);
+        record.set("locks_per_s", count / take);
+    }
+    for (key, rate, scale) in [
+        ("requests", "requests_per_s", 1.0),
+        ("writes", "writes_per_s", 1.0),
+        ("reads", "reads_per_s", 1.0),
+        ("packets_sent", "packets_sent_per_s", 1.0),
+        ("bytes_sent", "bytes_sent_per_s", 1.0),
+        ("bytes_received", "bytes_received_per_s", 1.0),
+        ("server_written", "server_written_per_s", 1.0),
+        ("server_files_written", "server_files_written_per_s", 1.0),
+        ("server_cpu_s", "server_cpu_ms_per_s", 1000.0),
+        ("client_cpu_s", "client_cpu_ms_per_s", 1000.0),
+    ] {
+        if let Some(total) = number(key) {
+            record.set(rate, total * scale / seconds);
+        }
+    }
+    for key in ["bytes_per_guard", "settle_s", "server_connections", "znodes_changed", "watches_changed"] {
+        if let Some(value) = number(key) {
+            record.set(key, value);
+        }
+    }
+    let mut notes = Vec::new();
+    if count < held as f64 {
+        notes.push(format!("only {count} of {held} locks taken"));
+    }
+    if result["memory"] == "jvm-heap" {
+        notes.push(if number("bytes_per_guard").is_some() {
+            "bytes/guard: JVM heap used, after a full GC".to_owned()
+        } else {
+            format!("no bytes/guard below {} locks (JVM heap noise)", crate::idle::HEAP_PER_GUARD_FROM)
+        });
+    }
+    if result["settled"] == false {
+        notes.push("the server's watch or ephemeral counts were still moving when the window began".to_owned());
+    }
+    if number("znodes_changed").is_some_and(|changed| changed != 0.0) {
+        notes.push(format!(
+            "the server's node count changed by {} in the window",
+            number("znodes_changed").unwrap_or(0.0)
+        ));
+    }
+    // A log line or two is nothing; more is the server's own work (a snapshot) in the window.
+    if let Some(bytes) = number("server_files_written").filter(|b| *b > 64.0 * 1024.0) {
+        notes.push(format!("the server wrote {:.0} KB to files in the window", bytes / 1024.0));
+    }
+    if number("server_cpu_s").is_none() {
+        notes.push("no server pid: no server CPU".to_owned());
+    }
+    if let Some(why) = result["sockets_error"].as_str() {
+        notes.push(format!("no bytes: {why}"));
+    }
+    if !notes.is_empty() {
+        record.note = Some(notes.join("; "));
+    }
+    record
+}
+
 /// A `partition` cell: the trials' median and worst of each time, in ms after the cut. A signal that
 /// did not come within the deadline counts as infinitely late, so a median or worst that is "never"
 /// is left out of the metrics (the counts say how many trials saw it).
@@ -486,6 +555,35 @@ pub fn print_tables(records: &[Record]) {
         &header,
         rows,
     );
+
+    let header = [
+        "N",
+        "client",
+        "locks/s taken",
+        "req/s",
+        "bytes/s sent",
+        "server CPU ms/s",
+        "client CPU ms/s",
+        "bytes/guard",
+        "note",
+    ];
+    let rows = table_rows(section("idle"), &header, |r| {
+        vec![
+            fmt(r.get("locks_per_s"), 0),
+            fmt(r.get("requests_per_s"), 2),
+            fmt(r.get("bytes_sent_per_s"), 0),
+            fmt(r.get("server_cpu_ms_per_s"), 1),
+            fmt(r.get("client_cpu_ms_per_s"), 1),
+            fmt(r.get("bytes_per_guard"), 0),
+        ]
+    });
+    print_table(
+        "idle: one session (timeout 10 s) takes N mutexes on N paths, 64 at a time (locks/s), then holds them, \
+         idle; over the window: requests the server received (mntr), bytes it sent (tcp_info), server and client \
+         CPU (/proc), and the client's bytes per guard",
+        &header,
+        rows,
+    );
 }
 
 // ---- targets -----------------------------------------------------------------------------------
@@ -691,6 +789,8 @@ pub fn targets(records: &[Record]) -> Vec<Target> {
         ratio_limit: None,
     });
 
+    idle_targets(records, &mut out);
+
     // No regression.
     out.push(ratio(
         "no regression: contended W=8, sessions in one process: locks/s vs Curator",
@@ -776,6 +876,38 @@ pub fn targets(records: &[Record]) -> Vec<Target> {
     out
 }
 
+/// Issue 22's targets for zk-lock: what a session holding many locks costs while idle, against
+/// holding one; its memory per guard and its take rate at 100,000 held.
+fn idle_targets(records: &[Record], out: &mut Vec<Target>) {
+    let f = |held: &str, key| find(records, "idle", &format!("N={held}"), "zk-lock", key);
+    for (held, label) in [("10000", "10,000"), ("100000", "100,000")] {
+        out.push(ratio(
+            &format!("idle, {label} held: requests/s vs holding 1"),
+            f(held, "requests_per_s"),
+            f("1", "requests_per_s"),
+            1.2,
+            true,
+        ));
+        out.push(ratio(
+            &format!("idle, {label} held: bytes/s the server sent vs holding 1"),
+            f(held, "bytes_sent_per_s"),
+            f("1", "bytes_sent_per_s"),
+            1.2,
+            true,
+        ));
+    }
+    out.push(absolute("idle, 100,000 held: client bytes per guard", f("100000", "bytes_per_guard"), "<= 1024", |b| {
+        b <= 1024.0
+    }));
+    out.push(ratio(
+        "idle, 100,000 held: take rate (locks/s) vs taking 1,000",
+        f("100000", "locks_per_s"),
+        f("1000", "locks_per_s"),
+        1.0,
+        false,
+    ));
+}
+
 /// Prints the targets; `per_run` (one list per target, same order) adds the value of each run.
 pub fn print_targets(targets: &[Target], per_run: Option<&[Vec<Option<f64>>]>) {
     let rows = targets
@@ -856,6 +988,7 @@ pub fn records_of(report: &Value) -> Result<Vec<Record>, String> {
             "drain" => "drain",
             "memory" => "memory",
             "partition" => "partition",
+            "idle" => "idle",
             other => return Err(format!("unknown section `{other}`")),
         };
         let client = match text(item, "client").as_str() {
