@@ -21,7 +21,8 @@
 //! - interop: [`curator_peer`] (the Java side alone), [`curator_interop`], [`curator_rwlock`],
 //!   [`curator_semaphore`], [`curator_revoke`]; kazoo in [`participants`];
 //! - failures: [`partition`] (proxies between a client and the server), [`ensemble`] (a
-//!   three-server ensemble of its own losing its leader);
+//!   three-server ensemble of its own losing its leader), [`runtimes`] (runtimes that end
+//!   while a client lives on);
 //! - the programs of `examples/`: [`examples`], [`stock_demo`], [`stock_http`].
 //!
 //! The other test binaries of `tests/` each need a process of their own; their first lines say
@@ -54,6 +55,7 @@ mod participants;
 mod partition;
 mod requests_per_cycle;
 mod revoke;
+mod runtimes;
 mod rwlock;
 mod semaphore;
 mod semaphore_mutex;

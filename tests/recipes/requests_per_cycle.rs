@@ -205,7 +205,7 @@ async fn held_locks_cost_one_request_per_heartbeat_while_idle() {
     const WINDOW: Duration = Duration::from_secs(3);
     let server = TestingServer::start().expect("start server");
     let client = Client::builder(server.connect_string()).session_timeout(PERIOD * 9).connect().await.unwrap();
-    let mutexes: Vec<_> = (0..HELD).map(|i| Mutex::with_client(&client, &format!("/requests/idle/{i}"))).collect();
+    let mutexes: Vec<_> = (0..HELD).map(|i| Mutex::with_client(&client, format!("/requests/idle/{i}"))).collect();
     let guards = futures::future::try_join_all(mutexes.iter().map(Mutex::lock)).await.unwrap();
 
     // Each hold gets its watch within two periods.

@@ -1,9 +1,9 @@
-//! A small runtime of our own for ZooKeeper sessions and background clean-up.
-//!
-//! Sessions opened by clients live here rather than on the caller's runtime, so a client
-//! outlives the runtime that first used it (one `#[tokio::test]` runtime per test, a short-lived
-//! `block_on`), and a guard dropped anywhere, even outside any runtime, can still have its node
-//! deleted without blocking or panicking.
+//! A small runtime of our own for what must not depend on the caller's runtime: each session's
+//! monitor (a stuck caller's runtime still has its locks declared lost in time), the retirement
+//! of sessions (also of one whose runtime shut down), background deletes (a guard dropped
+//! anywhere, even outside any runtime, still has its node deleted without blocking or
+//! panicking), and the I/O of sessions opened outside a runtime that can run it. A session's own
+//! I/O runs on the runtime that opened it (`session::io_runtime`).
 
 use std::future::Future;
 use std::sync::LazyLock;

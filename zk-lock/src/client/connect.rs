@@ -13,27 +13,43 @@ use crate::error::{Error, Result};
 use crate::path::validate_lock_path;
 use crate::session::{Reopen, ReopenFuture, Session};
 
-/// Opens a session on the background runtime so it outlives the caller's runtime.
+/// Opens a session on the caller's runtime, which then runs its I/O (`session::io_runtime`): on
+/// zk-lock's own runtime when there is none, or when the caller's cannot run it (built without
+/// `enable_io` or `enable_time`: the attempt panics in its task and is made again there).
 pub(super) async fn open_session(config: ClientConfig) -> Result<Arc<Session>> {
     if let Some(namespace) = &config.namespace {
         validate_lock_path(namespace)?;
     }
     check_acl(&config)?;
     let connect_string = config.connect_string.clone();
+    let on_callers_runtime = match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => runtime.spawn(open(config.clone())),
+        Err(_) => background::spawn(open(config.clone())),
+    };
+    let opened = match joined(on_callers_runtime).await {
+        Err(failed) if failed.is_panic() => joined(background::spawn(open(config))).await,
+        opened => opened,
+    };
+    opened.map_err(|e| connect_error(&connect_string, format!("connect task failed: {e}")))?
+}
+
+/// Opens a session within the connect timeout.
+async fn open(config: ClientConfig) -> Result<Arc<Session>> {
     let connect_timeout = config.connect_timeout;
-    let connecting = background::spawn(async move {
-        let zk = tokio::time::timeout(connect_timeout, connect(&config)).await.map_err(|_| {
-            connect_error(
-                &config.connect_string,
-                format!("no session within {connect_timeout:?}; {}", config.unreachable_hint()),
-            )
-        })??;
-        Ok::<_, Error>(Session::new(zk, Some(reopen(config))))
-    });
-    // Dropping a JoinHandle does not stop its task: abort it if we are cancelled (aborting a
-    // finished task does nothing).
-    let _abort_on_cancel = AbortOnDrop(connecting.abort_handle());
-    connecting.await.map_err(|e| connect_error(&connect_string, format!("connect task failed: {e}")))?
+    let zk = tokio::time::timeout(connect_timeout, connect(&config)).await.map_err(|_| {
+        connect_error(
+            &config.connect_string,
+            format!("no session within {connect_timeout:?}; {}", config.unreachable_hint()),
+        )
+    })??;
+    Ok(Session::new(zk, Some(reopen(config))))
+}
+
+/// The task's output; the task is aborted if this is dropped first (dropping a `JoinHandle` does
+/// not stop its task, and aborting a finished task does nothing).
+async fn joined<T>(task: tokio::task::JoinHandle<T>) -> std::result::Result<T, tokio::task::JoinError> {
+    let _abort_on_cancel = AbortOnDrop(task.abort_handle());
+    task.await
 }
 
 struct AbortOnDrop(tokio::task::AbortHandle);

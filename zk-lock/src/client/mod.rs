@@ -43,12 +43,14 @@ pub struct Client {
 
 struct ClientInner {
     config: ClientConfig,
-    session: RwLock<Arc<Session>>,
+    /// The session new acquisitions use, one per runtime that acquired through this client: a
+    /// session's I/O runs on the runtime that opened it and ends with it (`session::io_runtime`),
+    /// so each runtime has its own. The most recent last.
+    current: RwLock<Vec<(RuntimeKey, Arc<Session>)>>,
     renewing: tokio::sync::Mutex<()>,
     /// Every session opened that ZooKeeper has not confirmed ended: the current one, and those
     /// being retired (see `session::retire`).
     sessions: StdMutex<Vec<Arc<Session>>>,
-    /// Locks held through this client, by lock path and recipe, for re-entrancy.
     /// Tells this client's holds from other clients': only its acquisitions re-enter them.
     id: u64,
     /// [`Client::close`] was called (1): no session is used or opened any more.
@@ -78,7 +80,7 @@ impl Client {
     fn with_session(config: ClientConfig, session: Arc<Session>) -> Self {
         let inner = ClientInner {
             config,
-            session: RwLock::new(session.clone()),
+            current: RwLock::new(vec![(runtime_key(), session.clone())]),
             sessions: StdMutex::new(vec![session]),
             renewing: tokio::sync::Mutex::new(()),
             id: NEXT_CLIENT_ID.fetch_add(1, Ordering::Relaxed),
@@ -116,17 +118,32 @@ impl Client {
         acls_of(self.inner.config.acl.as_deref())
     }
 
+    /// The session of the calling runtime, or else the most recent one.
     fn current_session(&self) -> Arc<Session> {
-        self.inner.session.read().unwrap_or_else(|e| e.into_inner()).clone()
+        let current = self.inner.current.read().unwrap_or_else(|e| e.into_inner());
+        let key = runtime_key();
+        let ours = current.iter().rev().find(|(runtime, _)| *runtime == key);
+        let (_, session) = ours.or(current.last()).expect("a client always has a session");
+        session.clone()
     }
 
-    /// The session new acquisitions should use: the current one, or a new one if it died.
-    /// `path`: what it is for, named by the error if the client is closed.
+    /// The calling runtime's session, if it has one.
+    fn session_of_this_runtime(&self) -> Option<Arc<Session>> {
+        let key = runtime_key();
+        let current = self.inner.current.read().unwrap_or_else(|e| e.into_inner());
+        current.iter().rev().find(|(runtime, _)| *runtime == key).map(|(_, session)| session.clone())
+    }
+
+    /// The session new acquisitions should use: the calling runtime's, or a new one if it has
+    /// none or it died. `path`: what it is for, named by the error if the client is closed.
     pub(crate) async fn session(&self, path: &str) -> Result<Arc<Session>> {
         self.refuse_if_closed(path)?;
-        let current = self.current_session();
-        if current.is_usable() || !self.inner.config.renewable {
-            return Ok(current);
+        // A session the user opened is the only one, whatever runtime calls.
+        if !self.inner.config.renewable {
+            return Ok(self.current_session());
+        }
+        if let Some(session) = self.session_of_this_runtime().filter(|session| session.is_usable()) {
+            return Ok(session);
         }
         // Boxed: opening a session is rare, and inline it would swell every waiting acquisition.
         Box::pin(self.renew_session(path)).await
@@ -140,20 +157,23 @@ impl Client {
         }
     }
 
-    /// Opens a session to replace the current one, unless another caller did meanwhile.
+    /// Opens a session for the calling runtime, unless another caller did meanwhile.
     async fn renew_session(&self, path: &str) -> Result<Arc<Session>> {
         let _renewing = self.inner.renewing.lock().await;
         self.refuse_if_closed(path)?;
-        let current = self.current_session();
-        if current.is_usable() {
-            return Ok(current);
+        if let Some(session) = self.session_of_this_runtime().filter(|session| session.is_usable()) {
+            return Ok(session);
         }
         // A close does not wait for a connection that may take the whole connect timeout.
         let fresh = tokio::select! {
             opened = open_session(self.inner.config.clone()) => opened?,
             () = self.closed() => return Err(closed_error(path)),
         };
-        *self.inner.session.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
+        {
+            let mut current = self.inner.current.write().unwrap_or_else(|e| e.into_inner());
+            current.retain(|(_, session)| session.is_usable());
+            current.push((runtime_key(), fresh.clone()));
+        }
         {
             let mut sessions = self.inner.sessions.lock().unwrap_or_else(|e| e.into_inner());
             sessions.retain(|session| !session.ledger().has_ended());
@@ -220,6 +240,13 @@ impl Client {
     pub(crate) fn id(&self) -> u64 {
         self.inner.id
     }
+}
+
+/// Which runtime a session serves: the one that opened it, `None` outside any.
+type RuntimeKey = Option<tokio::runtime::Id>;
+
+fn runtime_key() -> RuntimeKey {
+    tokio::runtime::Handle::try_current().ok().map(|runtime| runtime.id())
 }
 
 /// The number the next client is told from the others by.

@@ -48,9 +48,10 @@ impl Follower {
         Self { zk, held, period, tick, pending: FuturesUnordered::new() }
     }
 
-    /// Sets the watches that are due and follows them; never returns. Cancel safe: what is
-    /// pending stays in `self`.
-    pub(super) async fn run(&mut self) {
+    /// Sets the watches that are due and follows them; never returns. Runs on the runtime of
+    /// the session's I/O, and goes with it: zookeeper-client panics in whoever awaits a watch
+    /// of a session whose I/O task was dropped.
+    pub(super) async fn run(mut self) {
         loop {
             tokio::select! {
                 _ = self.tick.tick() => {

@@ -24,12 +24,10 @@ use tokio::time::Instant;
 use zookeeper_client::{Client as ZkClient, SessionState};
 
 use super::end::SessionEnd;
-use super::follow::Follower;
 use super::held_nodes::HeldNodes;
 use super::ledger::Ledger;
-use super::retire::{retire, Reopen};
+use super::retire::{Reopen, Retirement};
 use super::Health;
-use crate::background;
 use crate::error::LostReason;
 
 /// The locks are declared lost 3/5 of the session timeout after the send of the last answered
@@ -40,7 +38,7 @@ fn loss_delay(timeout: Duration) -> Duration {
 
 /// Heartbeats per session timeout: one every `T/9`, within zookeeper-client's ping interval
 /// (3/8 of the connection timeout the client sets, `0.3 T`), so it never pings on its own.
-const BEATS_PER_TIMEOUT: u32 = 9;
+pub(super) const BEATS_PER_TIMEOUT: u32 = 9;
 
 /// Follows the session until it must not be used any more, reporting losses to `health`.
 /// `started`: when the session was handed to us, just after the server answered its connect.
@@ -59,7 +57,6 @@ pub(super) async fn monitor(
     let mut state = states.state();
     let period = timeout / BEATS_PER_TIMEOUT;
     let mut heartbeat = Heartbeat::new(zk.clone(), period);
-    let mut follower = Follower::new(zk.clone(), held.clone(), period);
     // The send time of the last answered request; none after a loss until the next answer.
     let mut answered_sent_at = Some(started);
     loop {
@@ -84,19 +81,21 @@ pub(super) async fn monitor(
                 // Told before the server deletes the nodes: the holders learn it first.
                 lose(&health, &held, LostReason::SessionClosed, true);
                 if let Some(reopen) = reopen {
-                    stop_reconnecting(&zk);
-                    // Until the server refused the bogus credentials (one round trip when
-                    // connected): a connection of ours it drops before that would reconnect
-                    // and take the session back from the retirement's.
-                    let refused = async { while !state.is_terminated() { state = states.changed().await } };
-                    let _ = tokio::time::timeout(timeout / BEATS_PER_TIMEOUT, refused).await;
+                    // With its runtime gone, nothing can be sent on the session any more.
+                    if !end.is_io_gone() {
+                        stop_reconnecting(&zk);
+                        // Until the server refused the bogus credentials (one round trip when
+                        // connected): a connection of ours it drops before that would reconnect
+                        // and take the session back from the retirement's.
+                        let refused = async { while !state.is_terminated() { state = states.changed().await } };
+                        let _ = tokio::time::timeout(timeout / BEATS_PER_TIMEOUT, refused).await;
+                    }
                     end_on_server(&zk, &ledger, &end, reopen, Instant::now());
                 }
                 // Else a session the user opened: it ends when the user drops it.
                 return;
             }
             next = states.changed() => state = next,
-            () = follower.run() => {}
             // One request at a time: each answered one was sent after the one before.
             sent = heartbeat.answered() => answered_sent_at = Some(sent),
             () = sleep_until(deadline) => {
@@ -146,8 +145,8 @@ fn end_on_server(
     reopen: Reopen,
     not_before: Instant,
 ) {
-    let session = zk.session().clone();
-    background::spawn(retire(session, zk.session_timeout(), reopen, ledger.clone(), end.clone(), not_before));
+    let (session, timeout) = (zk.session().clone(), zk.session_timeout());
+    Retirement { session, timeout, reopen, ledger: ledger.clone(), end: end.clone() }.start(not_before);
 }
 
 fn terminal_reason(state: SessionState) -> Option<LostReason> {

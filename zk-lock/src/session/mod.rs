@@ -11,6 +11,7 @@ mod end;
 mod follow;
 mod held_nodes;
 mod held_status;
+mod io_runtime;
 mod ledger;
 mod liveness;
 mod retire;
@@ -25,6 +26,7 @@ use self::end::SessionEnd;
 use self::held_nodes::HeldNodes;
 pub(crate) use self::held_status::{HeldNodeEvents, HeldStatus};
 use self::ledger::Ledger;
+use self::retire::Retirement;
 pub(crate) use self::retire::{Reopen, ReopenFuture};
 use crate::background;
 use crate::error::LostReason;
@@ -43,29 +45,33 @@ pub(crate) struct Health {
 }
 
 /// A live ZooKeeper session shared by the client and every guard acquired on it.
-#[derive(Debug)]
 pub(crate) struct Session {
     pub zk: zookeeper_client::Client,
     health: watch::Receiver<Health>,
     ledger: Arc<Mutex<Ledger>>,
     held: Arc<HeldNodes>,
     end: Arc<SessionEnd>,
-    /// Whether the library can end it on the server (it knows how to reach it again).
-    closable: bool,
+    /// How the library reaches it again to end it on the server; `None` for a session the user
+    /// opened.
+    reopen: Option<Reopen>,
     monitor: JoinHandle<()>,
+    follower: JoinHandle<()>,
 }
 
 impl Session {
     /// Follows `zk`'s health from now on. With `reopen`, a session whose loss is declared while
     /// it may still live on the server is closed through a new connection to it; without (a
     /// session opened by the user), it is only reported lost.
+    /// A session the library opened (with `reopen`) is closed when the runtime that opened it
+    /// shuts down, which its I/O runs on (`io_runtime`).
     pub(crate) fn new(zk: zookeeper_client::Client, reopen: Option<Reopen>) -> Arc<Self> {
         let started = tokio::time::Instant::now();
         let (sender, health) = watch::channel(Health::default());
         let ledger = Arc::new(Mutex::new(Ledger::default()));
         let held = Arc::new(HeldNodes::default());
         let end = Arc::new(SessionEnd::new());
-        let closable = reopen.is_some();
+        // The monitor runs on zk-lock's own runtime: it declares a loss even when the runtime
+        // of the session's I/O is stuck.
         let monitor = background::spawn(liveness::monitor(
             zk.clone(),
             started,
@@ -73,9 +79,28 @@ impl Session {
             ledger.clone(),
             held.clone(),
             end.clone(),
-            reopen,
+            reopen.clone(),
         ));
-        Arc::new(Self { zk, health, ledger, held, end, closable, monitor })
+        let follower =
+            follow::Follower::new(zk.clone(), held.clone(), zk.session_timeout() / liveness::BEATS_PER_TIMEOUT);
+        let follower = match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => runtime.spawn(follower.run()),
+            Err(_) => background::spawn(follower.run()),
+        };
+        Arc::new_cyclic(|session| {
+            if let Some(reopen) = &reopen {
+                let (info, timeout) = (zk.session().clone(), zk.session_timeout());
+                io_runtime::watch_for_shutdown(
+                    session.clone(),
+                    info,
+                    timeout,
+                    reopen.clone(),
+                    ledger.clone(),
+                    end.clone(),
+                );
+            }
+            Self { zk, health, ledger, held, end, reopen, monitor, follower }
+        })
     }
 
     /// Ends the session: its locks are reported lost (`SessionClosed`) first, then it is closed
@@ -86,7 +111,7 @@ impl Session {
         self.end.ask_close();
         // The monitor declares the loss at once (or did, before a retirement).
         self.terminated().await;
-        if self.closable {
+        if self.reopen.is_some() {
             let _ = tokio::time::timeout(self.zk.session_timeout(), self.end.confirmed()).await;
         }
     }
@@ -95,8 +120,9 @@ impl Session {
         *self.health.borrow()
     }
 
+    /// Neither ended, nor retired, nor left without the runtime its I/O ran on.
     pub(crate) fn is_usable(&self) -> bool {
-        !self.health().terminated && !self.zk.state().is_terminated()
+        !self.health().terminated && !self.end.is_close_asked() && !self.zk.state().is_terminated()
     }
 
     /// Resolves with the reason once the session loses its locks after `losses_seen` losses.
@@ -111,7 +137,7 @@ impl Session {
     /// more: it ended, or the library ends it on the server. Not for a session the user opened
     /// and a [`close`](Self::close) only declared lost: it lives on until the user drops it.
     pub(crate) fn nodes_go_with_it(&self) -> bool {
-        self.closable || self.zk.state().is_terminated()
+        self.reopen.is_some() || self.zk.state().is_terminated()
     }
 
     /// Resolves once the session must not be used any more (it ended, or it is being retired).
@@ -158,10 +184,31 @@ impl Session {
     }
 }
 
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("session_id", &self.zk.session_id())
+            .field("health", &self.health())
+            .field("held", &self.held)
+            .field("closable", &self.reopen.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Drop for Session {
     fn drop(&mut self) {
         // The monitor would otherwise keep the session open (it holds a handle for its
         // heartbeat) and wait forever on a session that no one uses.
         self.monitor.abort();
+        self.follower.abort();
+        // Otherwise the last handle's drop ends it (zookeeper-client sends `closeSession`),
+        // unless its runtime is gone, or going: then the close asked for is ours to finish.
+        if let Some(reopen) = self.reopen.clone() {
+            if self.end.is_close_asked() && !self.end.is_confirmed() {
+                let (session, timeout) = (self.zk.session().clone(), self.zk.session_timeout());
+                let (ledger, end) = (self.ledger.clone(), self.end.clone());
+                Retirement { session, timeout, reopen, ledger, end }.start(tokio::time::Instant::now());
+            }
+        }
     }
 }

@@ -15,6 +15,7 @@ use zookeeper_client::{Client as ZkClient, Error as ZkError, SessionInfo, Sessio
 
 use super::end::SessionEnd;
 use super::ledger::Ledger;
+use crate::background;
 
 /// Connects again to an existing session (same connect string, credentials and TLS as the
 /// client that opened it). Resolves with `SessionExpired` if the server says it ended.
@@ -23,13 +24,32 @@ pub(crate) type Reopen = Arc<dyn Fn(SessionInfo) -> ReopenFuture + Send + Sync>;
 /// What a [`Reopen`] returns.
 pub(crate) type ReopenFuture = Pin<Box<dyn Future<Output = Result<ZkClient, ZkError>> + Send>>;
 
+/// What closing a session on the server needs, for whichever of its paths gets there first.
+pub(super) struct Retirement {
+    pub session: SessionInfo,
+    pub timeout: Duration,
+    pub reopen: Reopen,
+    pub ledger: Arc<Mutex<Ledger>>,
+    pub end: Arc<SessionEnd>,
+}
+
+impl Retirement {
+    /// Starts the retirement on zk-lock's own runtime, unless one was started before.
+    pub(super) fn start(self, not_before: Instant) {
+        if self.end.take_retirement() {
+            let Self { session, timeout, reopen, ledger, end } = self;
+            background::spawn(retire(session, timeout, reopen, ledger, end, not_before));
+        }
+    }
+}
+
 /// The first pause between attempts to reach an unreachable server.
 const FIRST_PAUSE: Duration = Duration::from_millis(50);
 
 /// Closes `session` on the server, not before `not_before` (the earliest moment the server could
 /// expire it) unless `Client::close` asks for it sooner, trying until the server confirms it
 /// ended.
-pub(super) async fn retire(
+async fn retire(
     session: SessionInfo,
     timeout: Duration,
     reopen: Reopen,
