@@ -27,6 +27,7 @@ use tokio::time::{timeout_at, Instant};
 
 use crate::native::{self, err, micros, Native, Res, SETTLE};
 use crate::peer::{samples, Measured};
+use crate::procstat::Cpu;
 use crate::stats::Counters;
 
 /// The hidden first argument that turns this binary into a contender.
@@ -155,6 +156,9 @@ async fn work(kind: Native, connect: &str, path: &str) -> Res<()> {
     // Bounded: a contender still waiting long after the end gives up, as in-process.
     let limit = end + Duration::from_secs(5);
     let (mut waits, mut held, mut asked, mut total) = (Vec::new(), Vec::new(), Vec::new(), 0u64);
+    // This process's CPU time over the loop (all its threads: the caller's, zk-lock's own, the
+    // client library's), for the client CPU per grant.
+    let cpu_before = Cpu::read(std::process::id())?;
     while Instant::now() < end {
         let t0 = Instant::now();
         let asked_at = wall_since(base);
@@ -166,7 +170,11 @@ async fn work(kind: Native, connect: &str, path: &str) -> Res<()> {
             waits.push(micros(granted - t0));
         }
     }
-    println!("result {}", json!({"grants_total": total, "wait_us": waits, "held_ns": held, "asked_ns": asked}));
+    let cpu_ns = Cpu::read(std::process::id())?.since(&cpu_before).as_nanos() as u64;
+    println!(
+        "result {}",
+        json!({"grants_total": total, "wait_us": waits, "held_ns": held, "asked_ns": asked, "cpu_ns": cpu_ns})
+    );
     // Keep the session until the parent has read the server's counters.
     while read_line().await.is_ok_and(|line| line.is_some()) {}
     drop(lock);
@@ -352,9 +360,12 @@ pub async fn contended(
     let mut intervals = Vec::new();
     let mut holds = Vec::new();
     let mut total = 0.0;
+    // Reported by the Rust contenders only.
+    let mut cpu_ns = Some(0.0);
     for result in &results {
         waits.extend(samples(result, "wait_us"));
         total += result["grants_total"].as_f64().unwrap_or(0.0);
+        cpu_ns = cpu_ns.zip(result["cpu_ns"].as_f64()).map(|(sum, ns)| sum + ns);
         let held = samples(result, "held_ns");
         let asked = samples(result, "asked_ns");
         if held.len() != 2 * asked.len() {
@@ -381,6 +392,7 @@ pub async fn contended(
         "max_holders": max_holders,
         "wait_us": waits,
         "handoff_us": handoff_us,
+        "client_cpu_us_per_grant": cpu_ns.map(|ns| ns / 1000.0 / total),
     });
     Ok(Measured { result, requests: after.since(&before), queued: true })
 }

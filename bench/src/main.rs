@@ -763,7 +763,11 @@ async fn contended_processes_row(ctx: &mut Ctx<'_>) {
 }
 
 fn log_contended(record: &Record) {
-    log(record, &[("locks_per_s", 0, "locks/s"), ("violations", 0, "violations")]);
+    let cpu = ("client_cpu_us_per_grant", 0, "µs client CPU/grant");
+    match record.get(cpu.0) {
+        Some(_) => log(record, &[("locks_per_s", 0, "locks/s"), ("violations", 0, "violations"), cpu]),
+        None => log(record, &[("locks_per_s", 0, "locks/s"), ("violations", 0, "violations")]),
+    }
 }
 
 async fn drain_row(ctx: &mut Ctx<'_>) {

@@ -125,6 +125,10 @@ pub fn contended(section: &'static str, client: &'static str, sessions: usize, m
     record.set("max_holders", m.result["max_holders"].as_f64().unwrap_or(f64::NAN));
     // Requests are counted over warm-up and measurement, so per grant of both.
     record.requests(m.requests, total);
+    // Across processes, Rust contenders: each process's CPU time over its loop, per grant.
+    if let Some(cpu) = m.result["client_cpu_us_per_grant"].as_f64() {
+        record.set("client_cpu_us_per_grant", cpu);
+    }
     // Across processes only: from a holder's release to the next (waiting) holder's grant.
     if m.result.get("handoff_us").is_some() {
         let handoffs = samples(&m.result, "handoff_us");
