@@ -72,6 +72,7 @@ async fn an_unreachable_server_fails_within_the_connect_timeout() {
         Err(Error::Connect { connect_string, reason }) => {
             assert_eq!(connect_string, "127.0.0.1:1");
             assert!(reason.contains("server running"), "{reason}");
+            assert!(reason.contains("connection refused at 127.0.0.1:1"), "{reason}");
         }
         other => panic!("expected Error::Connect, got {other:?}"),
     }

@@ -76,19 +76,30 @@ async fn a_chroot_that_does_not_exist_is_named_when_locking() {
 }
 
 #[tokio::test]
-async fn a_server_that_never_answers_or_refuses_fails_within_the_connect_timeout() {
+async fn a_server_that_never_answers_or_refuses_fails_within_the_connect_timeout_naming_the_cause() {
     // A socket that accepts connections (the kernel completes the handshake) but never speaks
     // ZooKeeper: a hung server.
     let silent = TcpListener::bind("127.0.0.1:0").unwrap();
     let hung = silent.local_addr().unwrap().to_string();
     // A port nobody listens on any more: a dead server.
     let dead = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
-    for (address, what) in [(hung, "hung"), (dead.clone(), "dead"), (format!("{dead},{dead}"), "two dead")] {
+    let refused = format!("connection refused at {dead}");
+    let unresolvable = "no-such-host.invalid:2181";
+    let cases = [
+        (hung, "hung", None),
+        (dead.clone(), "dead", Some(refused.clone())),
+        (format!("{dead},{unresolvable}"), "dead and unresolvable", Some(format!("`{unresolvable}` did not resolve"))),
+    ];
+    for (address, what, cause) in cases {
         let started = Instant::now();
         let result = Client::builder(&address).connect_timeout(CONNECT_TIMEOUT).connect().await;
         let waited = started.elapsed();
         let reason = connect_error(result, &address);
-        assert!(reason.contains("no session within 2s") && reason.contains("server running"), "{what}: {reason}");
+        assert!(reason.contains("no session within 2s, the connect timeout"), "{what}: {reason}");
+        assert!(reason.contains("server running"), "{what}: {reason}");
+        if let Some(cause) = cause {
+            assert!(reason.contains(&cause), "{what}: the cause is not named: {reason}");
+        }
         assert!(waited < CONNECT_TIMEOUT + SLACK, "{what}: took {waited:?}");
     }
     drop(silent);

@@ -2,12 +2,15 @@
 //! reopening a session to retire it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use tokio::time::Instant;
 use zookeeper_client::{Acl, Acls, CreateMode, Error as ZkError, Permission};
 
 use super::config::ClientConfig;
 #[cfg(feature = "tls")]
 use super::config::TlsConfig;
+use super::unreachable;
 use crate::background;
 use crate::error::{Error, Result};
 use crate::path::validate_lock_path;
@@ -35,13 +38,8 @@ pub(super) async fn open_session(config: ClientConfig) -> Result<Arc<Session>> {
 
 /// Opens a session within the connect timeout.
 async fn open(config: ClientConfig) -> Result<Arc<Session>> {
-    let connect_timeout = config.connect_timeout;
-    let zk = tokio::time::timeout(connect_timeout, connect(&config)).await.map_err(|_| {
-        connect_error(
-            &config.connect_string,
-            format!("no session within {connect_timeout:?}; {}", config.unreachable_hint()),
-        )
-    })??;
+    let deadline = Instant::now() + config.connect_timeout;
+    let zk = connect(&config, deadline).await?;
     Ok(Session::new(zk, Some(reopen(config))))
 }
 
@@ -94,9 +92,8 @@ fn check_acl(config: &ClientConfig) -> Result<()> {
     Ok(())
 }
 
-async fn connect(config: &ClientConfig) -> Result<zookeeper_client::Client> {
-    let connecting = dial(config, connector(config)?).await;
-    let zk = connecting.map_err(|e| connect_error(&config.connect_string, describe_connect_failure(&e)))?;
+async fn connect(config: &ClientConfig, deadline: Instant) -> Result<zookeeper_client::Client> {
+    let zk = first_session(config, deadline).await?;
     let Some(namespace) = &config.namespace else { return Ok(zk) };
     let options = CreateMode::Persistent.with_acls(acls_of(config.acl.as_deref()));
     match zk.mkdir(namespace, &options).await {
@@ -108,6 +105,39 @@ async fn connect(config: &ClientConfig) -> Result<zookeeper_client::Client> {
     }
     zk.chroot(namespace.as_str())
         .map_err(|_| Error::invalid_path(namespace, "not a valid namespace; use an absolute path like `/my-service`"))
+}
+
+/// The first pause before every address is tried again.
+const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// Dials until a server gives a session or `deadline` passes. zookeeper-client tries every
+/// address once and gives up; then each address is probed for the cause (`unreachable`), and,
+/// after a pause, tried again, so a server that comes up within the connect timeout is still
+/// found. At the deadline the error names the timeout and what the last probe found.
+async fn first_session(config: &ClientConfig, deadline: Instant) -> Result<zookeeper_client::Client> {
+    let mut finding = None;
+    let mut pause = FIRST_RETRY_PAUSE;
+    loop {
+        let attempt = tokio::time::timeout_at(deadline, dial(config, connector(config)?.with_fail_eagerly())).await;
+        match attempt {
+            Ok(Ok(zk)) => return Ok(zk),
+            Ok(Err(ZkError::NoHosts)) => {
+                let connect_string = config.connect_string.clone();
+                finding = tokio::task::spawn_blocking(move || unreachable::diagnose(&connect_string)).await.ok();
+            }
+            Ok(Err(e)) => return Err(connect_error(&config.connect_string, describe_connect_failure(&e))),
+            Err(_) => break,
+        }
+        if Instant::now() + pause >= deadline {
+            break;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(1));
+    }
+    let found = finding.map(|finding| format!(": {finding}")).unwrap_or_default();
+    let timeout = config.connect_timeout;
+    let reason = format!("no session within {timeout:?}, the connect timeout{found}; {}", config.unreachable_hint());
+    Err(connect_error(&config.connect_string, reason))
 }
 
 /// zookeeper-client's connector with the client's session timeout, credentials and TLS.
@@ -184,7 +214,7 @@ fn describe_connect_failure(error: &ZkError) -> String {
             format!("malformed connect string ({what}); expected `host:port[,host:port...][/chroot]`")
         }
         ZkError::NoHosts => "no server answered; is the server running?".to_owned(),
-        ZkError::Timeout => "no session before the session timeout; is the server running?".to_owned(),
+        ZkError::Timeout => "the server did not complete the session handshake in time; is it running?".to_owned(),
         ZkError::AuthFailed => "authentication failed; check the credentials".to_owned(),
         other => other.to_string(),
     }

@@ -6,6 +6,7 @@
 mod builder;
 mod config;
 mod connect;
+mod unreachable;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,9 +23,9 @@ use crate::error::{Error, Result};
 use crate::session::Session;
 use crate::state_cell::StateCell;
 
-/// Session timeout asked of the server unless the builder says otherwise.
+/// Session timeout asked of the server unless the builder says otherwise: 10 s.
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long connecting may take before it fails with [`Error::Connect`].
+/// How long connecting may take before it fails with [`Error::Connect`]: 15 s.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// A handle to a ZooKeeper ensemble, shared by every lock made from it.

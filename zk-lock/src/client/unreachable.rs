@@ -1,0 +1,51 @@
+//! Why no server gave a session: each address of the connect string is resolved and dialled
+//! once more, so the error can say "connection refused at 127.0.0.1:2181" or "`zk1` did not
+//! resolve" rather than only that nothing answered.
+
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+/// How long a probe waits for a TCP handshake.
+const DIAL_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// What each address of `connect_string` (`host:port[,host:port...][/chroot]`) does when dialled,
+/// as one sentence. Blocking: DNS and TCP.
+pub(super) fn diagnose(connect_string: &str) -> String {
+    let hosts = connect_string.split('/').next().unwrap_or_default();
+    let findings: Vec<String> = hosts.split(',').map(str::trim).filter(|host| !host.is_empty()).map(probe).collect();
+    findings.join("; ")
+}
+
+fn probe(host: &str) -> String {
+    let addresses = match host.to_socket_addrs() {
+        Ok(addresses) => addresses.collect::<Vec<_>>(),
+        Err(error) => return format!("`{host}` did not resolve ({error})"),
+    };
+    let Some(address) = addresses.first() else { return format!("`{host}` resolved to no address") };
+    match TcpStream::connect_timeout(address, DIAL_TIMEOUT) {
+        Ok(_) => format!("{address} accepts connections but gave no session"),
+        Err(error) if error.kind() == std::io::ErrorKind::ConnectionRefused => {
+            format!("connection refused at {address}")
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::TimedOut => {
+            format!("no answer from {address} within {DIAL_TIMEOUT:?}")
+        }
+        Err(error) => format!("{address}: {error}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::diagnose;
+
+    #[test]
+    fn names_the_refused_address_and_the_name_that_did_not_resolve() {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let found = diagnose(&format!("{free},no-such-host.invalid:2181/chroot"));
+        assert!(found.contains(&format!("connection refused at {free}")), "{found}");
+        assert!(found.contains("`no-such-host.invalid:2181` did not resolve"), "{found}");
+        let listening = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let found = diagnose(&listening.local_addr().unwrap().to_string());
+        assert!(found.ends_with("accepts connections but gave no session"), "{found}");
+    }
+}
