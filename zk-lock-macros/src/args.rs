@@ -327,7 +327,7 @@ fn path_arg(literal: &LitStr) -> syn::Result<PathArg> {
 }
 
 /// The valid key a misspelt `name` most likely meant: at most two edits away.
-fn closest<'a>(name: &str, keys: &[&'a str]) -> Option<&'a str> {
+pub(crate) fn closest<'a>(name: &str, keys: &[&'a str]) -> Option<&'a str> {
     keys.iter().map(|key| (edit_distance(name, key), *key)).filter(|(d, _)| *d <= 2).min().map(|(_, key)| key)
 }
 

@@ -55,7 +55,12 @@ pub(crate) fn parse(text: &str) -> Result<Duration, String> {
             ));
         }
         let Some(index) = UNITS.iter().position(|(name, _)| *name == unit.trim()) else {
-            return Err(format!("{shown} has the unknown unit `{}`; expected one of {UNIT_LIST}", unit.trim()));
+            let unknown = unit.trim();
+            let suggestion = match spelled_out(unknown) {
+                Some(short) => format!("; did you mean \"{digits}{short}\"?"),
+                None => String::new(),
+            };
+            return Err(format!("{shown} has the unknown unit `{unknown}`; expected one of {UNIT_LIST}{suggestion}"));
         };
         if unit.trim() != unit {
             return Err(format!("{shown} contains spaces; write numbers and units together, like \"1m30s\""));
@@ -74,6 +79,22 @@ pub(crate) fn parse(text: &str) -> Result<Duration, String> {
     let secs = u64::try_from(nanos / 1_000_000_000).map_err(|_| format!("{shown} is too large"))?;
     let subsec = u32::try_from(nanos % 1_000_000_000).expect("below one second");
     Ok(Duration::new(secs, subsec))
+}
+
+/// The unit a spelled-out (or otherwise common) unit name stands for: `secs` is `s`.
+fn spelled_out(unit: &str) -> Option<&'static str> {
+    let unit = unit.to_ascii_lowercase();
+    // Plurals and the `s` of `secs`, `mins`, `millis` go first: what is left names the unit.
+    let short = match unit.trim_end_matches('s') {
+        "hour" | "hr" | "h" => "h",
+        "minute" | "min" | "m" => "m",
+        "second" | "sec" | "" => "s",
+        "millisecond" | "milli" | "msec" => "ms",
+        "microsecond" | "micro" | "usec" | "µ" => "us",
+        "nanosecond" | "nano" | "nsec" => "ns",
+        _ => return None,
+    };
+    Some(short)
 }
 
 #[cfg(test)]
@@ -114,6 +135,12 @@ mod tests {
         assert!(err("5 parsecs").contains("unknown unit `parsecs`"));
         assert!(err("5 s").contains("spaces"));
         assert!(err("5x").contains("unknown unit `x`"));
+        assert!(!err("5x").contains("did you mean"));
+        assert!(err("5secs").contains("did you mean \"5s\"?"), "{}", err("5secs"));
+        assert!(err("5 secs").contains("spaces") || err("5 secs").contains("did you mean \"5s\"?"));
+        assert!(err("2min").contains("did you mean \"2m\"?"));
+        assert!(err("250millis").contains("did you mean \"250ms\"?"));
+        assert!(err("3Hours").contains("did you mean \"3h\"?"));
         assert!(err("1s1m").contains("largest to smallest"));
         assert!(err("1s2s").contains("largest to smallest"));
         assert!(err("1.5s").contains("fraction"));

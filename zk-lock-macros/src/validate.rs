@@ -6,7 +6,7 @@ use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments, ReturnType, Signature, Type, TypeParamBound};
 
-use crate::args::{Args, Attribute, Errors};
+use crate::args::{closest, Args, Attribute, Errors};
 
 /// Checks `item` for `args`, reporting every problem at its token; `errors` holds those
 /// found in the arguments already.
@@ -151,8 +151,13 @@ fn unknown_placeholder(function: &Ident, text: &str, root: &str, bindings: &[Str
     } else if root == "self" {
         format!("{placeholder}: `{function}` has no `self` parameter; name one of its parameters {fields}: {names}")
     } else {
+        let candidates: Vec<&str> = bindings.iter().map(String::as_str).collect();
+        let hint = match closest(root, &candidates) {
+            Some(near) => format!(" (did you mean `<{}>`?)", text.replacen(root, near, 1)),
+            None => String::new(),
+        };
         format!(
-            "{placeholder}: `{root}` is not a parameter of `{function}`; name one of its parameters {fields}: {names}"
+            "{placeholder}: `{root}` is not a parameter of `{function}`{hint}; name one of its parameters {fields}: {names}"
         )
     }
 }

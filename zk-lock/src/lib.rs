@@ -214,14 +214,15 @@ pub use lock_order::{
     LockOrderCycles, LockOrderEdge, LOCK_ORDER_ENV,
 };
 pub use path::{validate_lock_path, validate_rendered_value, MAX_PATH_LEN};
-pub use recipes::multi_lock::*;
+// Named one by one: a new `pub` item of a recipe's module is not public until it is listed here.
+pub use recipes::multi_lock::{MultiGuard, MultiLock, MultiMember};
 pub use recipes::mutex::{Mutex, MutexGuard};
-pub use recipes::participants::*;
-pub use recipes::revoke::*;
-pub use recipes::rwlock::*;
-pub use recipes::semaphore::*;
-pub use recipes::semaphore_mutex::*;
-pub use recipes::shared_count::*;
+pub use recipes::participants::{participants, participants_with, Participant, Role};
+pub use recipes::revoke::{revoke, revoke_node, revoke_with};
+pub use recipes::rwlock::{ReadGuard, RwLock, WriteGuard};
+pub use recipes::semaphore::{Semaphore, SemaphorePermit};
+pub use recipes::semaphore_mutex::{SemaphoreMutex, SemaphoreMutexGuard};
+pub use recipes::shared_count::{SharedCount, VersionedCount};
 pub use registry::{connect, default_client, named_client, shutdown, CONNECT_ENV, DEFAULT_CONNECT_STRING};
 pub use zk_lock_macros::{zk_lock, zk_multi_lock, zk_read_lock, zk_semaphore, zk_write_lock};
 /// zookeeper-client's TLS options, for [`ClientBuilder::tls_options`].

@@ -10,6 +10,11 @@ async fn unknown_unit() -> Result<(), Error> {
     Ok(())
 }
 
+#[zk_lock(path = "/e", timeout = "5 secs")]
+async fn spelled_out_unit() -> Result<(), Error> {
+    Ok(())
+}
+
 #[zk_lock(path = "/c", timeout = "1.5s")]
 async fn fraction() -> Result<(), Error> {
     Ok(())
