@@ -165,6 +165,7 @@
 //! | ZooKeeper operations | retries over broken connections, container parents, protected lookup, listing |
 //! | session | one ZooKeeper session: its health, the ledger of its nodes, its retirement |
 //! | foundations | Curator's layout ([`Recipe`], [`ParticipantKind`], who blocks whom), errors, paths, tracing; the link-time [`declared`] templates and the [`lock_order()`] graph |
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 // The layers, bottom up: each module uses only those above it in this list (docs/architecture.md,
 // checked by scripts/module-graph).
@@ -196,6 +197,7 @@ mod registry;
 // The recipes and the loop that retries them across sessions.
 mod recipes;
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
 // What the attributes expand to.
@@ -227,6 +229,7 @@ pub use registry::{connect, default_client, named_client, shutdown, CONNECT_ENV,
 pub use zk_lock_macros::{zk_lock, zk_multi_lock, zk_read_lock, zk_semaphore, zk_write_lock};
 /// zookeeper-client's TLS options, for [`ClientBuilder::tls_options`].
 #[cfg(feature = "tls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
 pub use zookeeper_client::TlsOptions;
 /// ZooKeeper's access control types, for [`ClientBuilder::acl`]: zookeeper-client's own, since
 /// [`Client::zookeeper`] hands out its client and an ACL read back from a node is one of these.

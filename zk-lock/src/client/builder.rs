@@ -141,6 +141,7 @@ impl ClientBuilder {
     ///
     /// A connect fails with [`Error::Connect`] when the PEM holds no certificate.
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_ca_pem(mut self, ca_pem: impl Into<String>) -> Self {
         self.config.tls.get_or_insert_with(TlsConfig::default).ca_pem = Some(ca_pem.into());
         self
@@ -151,6 +152,7 @@ impl ClientBuilder {
     ///
     /// A connect fails with [`Error::Connect`] when the PEM holds no certificate or key.
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_identity_pem(mut self, cert_pem: impl Into<String>, key_pem: impl Into<String>) -> Self {
         self.config.tls.get_or_insert_with(TlsConfig::default).identity_pem = Some((cert_pem.into(), key_pem.into()));
         self
@@ -160,6 +162,7 @@ impl ClientBuilder {
     /// cover (certificates that are renewed while running, no hostname verification). Replaces
     /// [`tls_ca_pem`](Self::tls_ca_pem) and [`tls_identity_pem`](Self::tls_identity_pem).
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_options(mut self, options: zookeeper_client::TlsOptions) -> Self {
         self.config.tls = Some(TlsConfig { options: Some(options), ..TlsConfig::default() });
         self
