@@ -169,7 +169,7 @@ async fn a_lost_lock_aborts_the_body_and_returns_lost() {
     let call = tokio::spawn(work_forever(started.clone(), witness.clone()));
     bounded("the body's start", started.notified()).await;
 
-    server().expire_session(&client.zookeeper()).await.expect("expire the session");
+    server().expire_session(&client).await.expect("expire the session");
     let outcome = bounded("the aborted call", call).await.unwrap();
     // The server deletes the session's nodes as it closes it, so the node watch may report the
     // deletion before the client learns of the expiry.

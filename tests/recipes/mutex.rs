@@ -137,7 +137,7 @@ async fn session_expiry_loses_the_lock_and_a_new_session_serves_new_acquisitions
     let lost = guard.lost();
     assert!(guard.is_held());
 
-    server().expire_session(&holder_client.zookeeper()).await.expect("expire");
+    server().expire_session(&holder_client).await.expect("expire");
     let reason = tokio::time::timeout(Duration::from_secs(30), lost).await.expect("lost() resolves");
     // Closing the session deletes its nodes before the client learns that the session is gone:
     // the watch on our node may report the deletion first.
@@ -341,7 +341,7 @@ async fn a_waiter_of_another_session_goes_on_when_the_holders_session_expires() 
     let waiter =
         tokio::spawn(async move { mutex.lock_timeout(Duration::from_secs(30)).await.map(|g| g.fencing_token()) });
     wait_for_children(&client, &path, |c| c.len() == 2).await.unwrap();
-    server().expire_session(&holder_client.zookeeper()).await.expect("expire");
+    server().expire_session(&holder_client).await.expect("expire");
     let token = waiter.await.unwrap().expect("granted after the holder's session expired");
     assert!(token > holder.fencing_token());
     assert!(!holder.is_held());

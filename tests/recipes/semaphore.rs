@@ -397,7 +397,7 @@ async fn a_waiter_whose_session_expires_queues_again_on_a_new_session() {
     let old_lock = wait_for_children(&holder_client, &locks(&path), |c| c.len() == 1).await.unwrap();
     let old_lease = before.into_iter().find(|name| name != node_name(holder.node_path())).unwrap();
 
-    server().expire_session(&waiter_client.zookeeper()).await.expect("expire");
+    server().expire_session(&waiter_client).await.expect("expire");
     // The old session's nodes are gone and the waiter is back in line on a new session.
     wait_for_children(&holder_client, &leases(&path), |c| c.len() == 2 && !c.contains(&old_lease)).await.unwrap();
     wait_for_children(&holder_client, &locks(&path), |c| c.len() == 1 && c != old_lock.as_slice()).await.unwrap();

@@ -110,7 +110,7 @@ pub use java::{find_java, zookeeper_classpath, JavaSetup};
 pub use kazoo::python_with_kazoo;
 pub use proxy::{Direction, Proxy};
 pub use server::TestingServer;
-pub use session::expire_session;
+pub use session::{expire_session, SessionOf};
 
 /// The certificates of a test server's TLS client port ([`TestingServer::start_secure`]), as
 /// PEM files, which ZooKeeper reads directly.

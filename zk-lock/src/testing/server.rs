@@ -287,7 +287,7 @@ impl TestingServer {
     /// # Errors
     ///
     /// As [`expire_session`](super::expire_session).
-    pub async fn expire_session(&self, client: &zookeeper_client::Client) -> Result<()> {
+    pub async fn expire_session(&self, client: &impl super::SessionOf) -> Result<()> {
         super::expire_session(client, &self.connect_string()).await
     }
 }

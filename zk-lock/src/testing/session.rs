@@ -37,6 +37,26 @@ const CLOSE_SESSION: i32 = -11;
 /// The xid of our close request; any positive value will do on a fresh connection.
 const CLOSE_XID: i32 = 1;
 
+/// What has a session [`expire_session`] can expire: a `zookeeper_client::Client`, or a
+/// [`zk_lock::Client`](crate::Client), whose session of the calling runtime (the one its next
+/// acquisition there would use, [`Client::zookeeper`](crate::Client::zookeeper)) is expired.
+pub trait SessionOf {
+    /// The session, as zookeeper-client's handle to it.
+    fn session(&self) -> Client;
+}
+
+impl SessionOf for Client {
+    fn session(&self) -> Client {
+        self.clone()
+    }
+}
+
+impl SessionOf for crate::Client {
+    fn session(&self) -> Client {
+        self.zookeeper()
+    }
+}
+
 /// Expires the session of `client` and waits until the client reports
 /// [`SessionState::Expired`].
 ///
@@ -55,7 +75,8 @@ const CLOSE_XID: i32 = 1;
 /// [`TestingError::Io`] when no server of `connect_string` closes the session within thirty
 /// seconds; [`TestingError::SessionNotExpired`] when `client` does not report the expiry within
 /// thirty seconds, or reaches another terminal state (closed, authentication failed) instead.
-pub async fn expire_session(client: &Client, connect_string: &str) -> Result<()> {
+pub async fn expire_session(client: &impl SessionOf, connect_string: &str) -> Result<()> {
+    let client = &client.session();
     // Taken before closing the session, so the transition cannot be missed.
     let mut watcher = client.state_watcher();
     let not_expired = |state: SessionState| TestingError::SessionNotExpired {
