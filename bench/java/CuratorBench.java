@@ -67,6 +67,13 @@ import org.apache.zookeeper.KeeperException;
  *       ({@code take_s}) and the heap in use, after a full GC, before and after taking them
  *       ({@code heap_before}, {@code heap_after}, bytes). The session is closed on {@code done},
  *       which releases the locks.
+ *   <li>{@code many-paths <root> <tasks> <warm-ms> <measure-ms>}: {@code tasks} threads (all named
+ *       {@code many-paths}) on the peer's main session, each with its own InterProcessMutex on
+ *       {@code <root>/l<i>}; each takes and releases its lock once, then the peer prints
+ *       {@code armed}; after {@code go} every thread loops acquire + release on its own path for
+ *       {@code warm-ms + measure-ms} and counts the grants and cycle times (lock call to release
+ *       done) inside the last {@code measure-ms}. The bench reads this JVM's threads' CPU time
+ *       from {@code /proc} meanwhile.
  * </ul>
  *
  * <p>Latencies are printed in microseconds.
@@ -189,6 +196,9 @@ public final class CuratorBench {
             case "partition":
                 need(a, 4, "partition <path> <holder-connect> <session-ms> <deadline-ms>");
                 return partition(a[0], a[1], Integer.parseInt(a[2]), Long.parseLong(a[3]));
+            case "many-paths":
+                need(a, 4, "many-paths <root> <tasks> <warm-ms> <measure-ms>");
+                return manyPaths(a[0], Integer.parseInt(a[1]), Long.parseLong(a[2]), Long.parseLong(a[3]));
             case "idle":
                 need(a, 5, "idle <root> <locks> <in-flight> <session-ms> <timeout-ms>");
                 return idle(a[0], Integer.parseInt(a[1]), Integer.parseInt(a[2]), Integer.parseInt(a[3]),
@@ -727,6 +737,116 @@ public final class CuratorBench {
         System.gc();
         System.gc();
         return runtime.totalMemory() - runtime.freeMemory();
+    }
+
+    // ---- many-paths -----------------------------------------------------------------------------
+
+    private String manyPaths(String root, int tasks, long warmMs, long measureMs) throws Exception {
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        CountDownLatch warmed = new CountDownLatch(tasks);
+        CountDownLatch started = new CountDownLatch(1);
+        // The window on this JVM's clock, written before {@code started} opens (which orders it).
+        long[] window = new long[2];
+        double[][] cycles = new double[tasks][];
+        int[] counts = new int[tasks];
+        long[] totals = new long[tasks];
+        List<Thread> threads = new ArrayList<>();
+        for (int i = 0; i < tasks; i++) {
+            int index = i;
+            String path = root + "/l" + i;
+            InterProcessMutex mutex = new InterProcessMutex(main, path);
+            Thread thread = new Thread(null, () -> {
+                try {
+                    // One cycle before the counters are read: the lock's parent then exists.
+                    if (!mutex.acquire(SETUP_MS, TimeUnit.MILLISECONDS)) {
+                        throw new IllegalStateException("the first acquire of " + path + " timed out");
+                    }
+                    mutex.release();
+                } catch (Throwable e) {
+                    failure.compareAndSet(null, e);
+                }
+                warmed.countDown();
+                try {
+                    started.await();
+                    if (failure.get() != null) {
+                        return;
+                    }
+                    long from = window[0];
+                    long end = window[1];
+                    double[] took = new double[256];
+                    int n = 0;
+                    long total = 0;
+                    while (System.nanoTime() < end) {
+                        long t0 = System.nanoTime();
+                        // Bounded: a thread that waits past the end gives up.
+                        if (!mutex.acquire(end - t0 + 5_000_000_000L, TimeUnit.NANOSECONDS)) {
+                            break;
+                        }
+                        long t1 = System.nanoTime();
+                        mutex.release();
+                        long t2 = System.nanoTime();
+                        total++;
+                        if (t1 >= from && t1 < end) {
+                            if (n == took.length) {
+                                took = Arrays.copyOf(took, n * 2);
+                            }
+                            took[n++] = micros(t2 - t0);
+                        }
+                    }
+                    cycles[index] = took;
+                    counts[index] = n;
+                    totals[index] = total;
+                } catch (Throwable e) {
+                    failure.compareAndSet(null, e);
+                }
+            }, "many-paths", 256 * 1024);
+            thread.setDaemon(true);
+            threads.add(thread);
+            thread.start();
+        }
+        try {
+            if (!warmed.await(SETUP_MS * 4, TimeUnit.MILLISECONDS)) {
+                throw new IllegalStateException("the first cycles did not finish in " + SETUP_MS * 4 + " ms");
+            }
+            if (failure.get() != null) {
+                throw new Exception("a first cycle failed", failure.get());
+            }
+            armed();
+            long start = System.nanoTime();
+            window[0] = start + warmMs * 1_000_000L;
+            window[1] = window[0] + measureMs * 1_000_000L;
+        } finally {
+            // Opened whatever happened: with no window (or a failure) the threads end at once.
+            started.countDown();
+        }
+        for (Thread thread : threads) {
+            thread.join(warmMs + measureMs + 30_000L);
+            if (thread.isAlive()) {
+                throw new IllegalStateException("a many-paths thread did not finish in time");
+            }
+        }
+        if (failure.get() != null) {
+            throw new Exception("a many-paths thread failed", failure.get());
+        }
+        int measured = 0;
+        long total = 0;
+        for (int i = 0; i < tasks; i++) {
+            measured += counts[i];
+            total += totals[i];
+        }
+        double[] all = new double[measured];
+        int at = 0;
+        for (int i = 0; i < tasks; i++) {
+            System.arraycopy(cycles[i], 0, all, at, counts[i]);
+            at += counts[i];
+        }
+        return new Json()
+                .num("tasks", tasks)
+                .num("measure_s", measureMs / 1000.0)
+                .num("grants_measured", measured)
+                .num("grants_total", total)
+                .arr("cycle_us", all, measured)
+                .end();
     }
 
     // ---- output ---------------------------------------------------------------------------------

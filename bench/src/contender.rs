@@ -1,5 +1,7 @@
 //! The `contended-processes` row: each contender in its own OS process with its own session:
-//! this binary re-run as `bench --contender <client> <connect> <path>` for the Rust clients, one
+//! this binary re-run as `bench --contender <client> <runtime> <connect> <path>` for the Rust
+//! clients (`<runtime>`: `current-thread`, or `multi-thread` for the `contended-processes-mt`
+//! row, tokio's runtime as `#[tokio::main]` builds it), one
 //! JVM running `CuratorBench --contender <connect> <path>` for Curator, one interpreter running
 //! `kazoo_bench.py --contender <connect> <path>` for kazoo. zk-lock skips a read when the node it
 //! waited for was granted in the same process (zk-lock/src/engine/handoff.rs); across processes
@@ -49,10 +51,40 @@ fn wall_since(base: i128) -> f64 {
 
 // ---- worker --------------------------------------------------------------------------------
 
-/// `bench --contender <client> <connect> <path>`.
+/// The tokio runtime a Rust contender process runs on, chosen by the parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavour {
+    /// `Builder::new_current_thread()`: one thread, the contender's whole process.
+    CurrentThread,
+    /// `Builder::new_multi_thread()` with its defaults (a worker per core), what
+    /// `#[tokio::main]` builds and axum services run on.
+    MultiThread,
+}
+
+impl Flavour {
+    fn arg(self) -> &'static str {
+        match self {
+            Flavour::CurrentThread => "current-thread",
+            Flavour::MultiThread => "multi-thread",
+        }
+    }
+
+    fn build(self) -> std::io::Result<tokio::runtime::Runtime> {
+        match self {
+            Flavour::CurrentThread => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+            Flavour::MultiThread => tokio::runtime::Builder::new_multi_thread().enable_all().build(),
+        }
+    }
+}
+
+/// `bench --contender <client> <runtime> <connect> <path>`.
 pub fn worker(args: &[String]) -> ExitCode {
-    let [client, connect, path] = args else {
-        println!("error usage: bench {FLAG} <zk-lock|zookeeper-client> <connect> <path>");
+    let [client, flavour, connect, path] = args else {
+        println!("error usage: bench {FLAG} <zk-lock|zookeeper-client> <current-thread|multi-thread> <connect> <path>");
+        return ExitCode::from(2);
+    };
+    let Some(flavour) = [Flavour::CurrentThread, Flavour::MultiThread].into_iter().find(|f| f.arg() == flavour) else {
+        println!("error unknown runtime `{flavour}`");
         return ExitCode::from(2);
     };
     let kind = match client.as_str() {
@@ -63,9 +95,9 @@ pub fn worker(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // One contender needs one thread (a multi-thread runtime measured no better). zk-lock's
-    // session lives on its own I/O thread either way.
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    // One contender needs one thread; services run on the multi-thread runtime. zk-lock runs the
+    // session's I/O on this runtime either way, its own thread only the session's monitor.
+    let runtime = match flavour.build() {
         Ok(runtime) => runtime,
         Err(e) => {
             println!("error cannot build the runtime: {e}");
@@ -200,10 +232,10 @@ impl Launch {
         Launch { program, args, stderr: Some(stderr), ready_timeout: Duration::from_secs(300) }
     }
 
-    /// This binary as a contender of a Rust client.
-    pub fn native(kind: Native, connect: &str, path: &str) -> Res<Launch> {
+    /// This binary as a contender of a Rust client, on a `flavour` runtime.
+    pub fn native(kind: Native, flavour: Flavour, connect: &str, path: &str) -> Res<Launch> {
         let program = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
-        let args = [FLAG, name(kind), connect, path].map(OsString::from).to_vec();
+        let args = [FLAG, name(kind), flavour.arg(), connect, path].map(OsString::from).to_vec();
         Ok(Launch { program, args, stderr: None, ready_timeout: Duration::from_secs(60) })
     }
 }

@@ -471,7 +471,7 @@ async fn wait_closed(server: SocketAddr, base: &Counters) -> Res<()> {
 /// Deletes a case's lock paths (`<root>/l<i>`, `<root>/warm`), then `root`: containers, left
 /// empty, that the server would otherwise sweep (at most 10,000 a minute by default) during the
 /// windows that follow. A path already gone is fine.
-async fn delete_lock_paths(connect: &str, root: &str, n: usize) -> Res<()> {
+pub async fn delete_lock_paths(connect: &str, root: &str, n: usize) -> Res<()> {
     let zk = native::connect_zk_client(connect).await?;
     let deadline = Instant::now() + CLEAN_LIMIT;
     let mut paths = (0..n).map(|i| format!("{root}/l{i}")).chain([format!("{root}/warm")]);

@@ -13,11 +13,13 @@
 //! (W sessions on one mutex), `contended-tasks` (W tasks or threads sharing one session, as a
 //! process with one client does), `contended-processes` (W sessions, one OS process each: this
 //! binary re-run with the hidden `--contender` arguments, or one JVM / python interpreter per
-//! session running the peer's `--contender` mode), `drain` (N queued waiters released in
+//! session running the peer's `--contender` mode; `contended-processes-mt`: the Rust clients
+//! only, on tokio's multi-thread runtime), `drain` (N queued waiters released in
 //! turn), `memory` (bytes per waiting acquisition and per held guard in this process),
 //! `partition` (a holder cut off from the server: when it is told, when another session is
 //! granted the lock), `idle` (one session holding N locks on N paths, idle: what it costs the
-//! server and the client, `idle.rs`). Request
+//! server and the client, `idle.rs`), `many-paths` (T tasks of one session, each on a path of
+//! its own: locks/s, and the CPU share of each thread, `many_paths.rs`). Request
 //! counts come from the server's own counters (`mntr`), read around each client's measurement.
 //! The Curator and kazoo peers (`bench/java/CuratorBench.java`, `bench/kazoo_bench.py`)
 //! measure themselves and print raw samples; every statistic is computed here, with the same code.
@@ -26,6 +28,7 @@
 mod alloc;
 mod contender;
 mod idle;
+mod many_paths;
 mod native;
 mod partition;
 mod peer;
@@ -51,20 +54,25 @@ static ALLOCATOR: alloc::Counting = alloc::Counting;
 const USAGE: &str = "\
 usage: bench [--quick] [--rows LIST] [--clients LIST] [--out PATH]
              [--cycles N] [--warmup N] [--measure-secs S] [--idle-held LIST] [--idle-secs S]
+             [--many-paths LIST]
        bench --median [--out PATH] REPORT.json...
 
   --quick           a smoke run (~2 minutes, ~2.5 more for the idle row): fewer cycles,
                     shorter windows, smaller queues, 2 partition trials, idle up to 10,000
   --rows LIST       comma-separated: floor,uncontended,contended,contended-tasks,
-                    contended-processes,drain,memory,partition,idle (default: all)
+                    contended-processes,contended-processes-mt,drain,memory,partition,
+                    idle,many-paths (default: all)
   --clients LIST    comma-separated: zk-lock,zookeeper-client,curator,kazoo (default: all)
   --out PATH        where to write the JSON report (default: target/bench/results.json)
   --cycles N        measured operations per floor/uncontended case (default 1000, quick 200)
   --warmup N        warm-up operations before each of them, for every client (default 300, quick 50)
-  --measure-secs S  measured window of each contended case (default 2.5, quick 0.5)
+  --measure-secs S  measured window of each contended and many-paths case (default 2.5,
+                    quick 0.5)
   --idle-held LIST  locks held by one session in the idle row, comma-separated
                     (default 1,1000,10000,100000, quick 1,1000,10000)
   --idle-secs S     idle window of each idle case (default 20, quick 5)
+  --many-paths LIST tasks of one session in the many-paths row, each on its own path,
+                    comma-separated (default 64,1024, quick 64,256)
   --median          instead of measuring, print (and with --out write) the medians of the
                     JSON reports of several runs
 
@@ -78,22 +86,26 @@ enum Row {
     Contended,
     ContendedTasks,
     ContendedProcesses,
+    ContendedProcessesMt,
     Drain,
     Memory,
     Partition,
     Idle,
+    ManyPaths,
 }
 
-const ROWS: [(&str, Row); 9] = [
+const ROWS: [(&str, Row); 11] = [
     ("floor", Row::Floor),
     ("uncontended", Row::Uncontended),
     ("contended", Row::Contended),
     ("contended-tasks", Row::ContendedTasks),
     ("contended-processes", Row::ContendedProcesses),
+    ("contended-processes-mt", Row::ContendedProcessesMt),
     ("drain", Row::Drain),
     ("memory", Row::Memory),
     ("partition", Row::Partition),
     ("idle", Row::Idle),
+    ("many-paths", Row::ManyPaths),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,6 +160,8 @@ struct Opts {
     idle_held: Vec<usize>,
     /// The idle row's window.
     idle_window: Duration,
+    /// Tasks of one session in each case of the many-paths row.
+    many_paths: Vec<usize>,
     /// The floor and uncontended rows run in this many rounds, the clients taking turns, so
     /// that a burst of load on the machine does not land on one client only.
     rounds: usize,
@@ -183,6 +197,7 @@ impl Opts {
             partition_trials: if quick { 2 } else { 5 },
             idle_held: if quick { vec![1, 1000, 10_000] } else { vec![1, 1000, 10_000, 100_000] },
             idle_window: Duration::from_secs(if quick { 5 } else { 20 }),
+            many_paths: if quick { vec![64, 256] } else { vec![64, 1024] },
             rounds: if quick { 1 } else { 3 },
             server_warmup: if quick { 2000 } else { 8000 },
             args: args.clone(),
@@ -205,6 +220,10 @@ impl Opts {
                 "--idle-held" => {
                     let list = value("--idle-held")?;
                     opts.idle_held = list.split(',').map(|n| positive(n, "--idle-held")).collect::<Result<_, _>>()?;
+                }
+                "--many-paths" => {
+                    let list = value("--many-paths")?;
+                    opts.many_paths = list.split(',').map(|n| positive(n, "--many-paths")).collect::<Result<_, _>>()?;
                 }
                 other => return Err(format!("unknown argument `{other}`")),
             }
@@ -449,11 +468,17 @@ async fn run(opts: &Opts, server: &TestingServer, data: (PathBuf, bool)) -> Exit
             Row::Uncontended => uncontended_row(&mut ctx).await,
             Row::Contended => contended_row(&mut ctx, "contended").await,
             Row::ContendedTasks => contended_row(&mut ctx, "contended-tasks").await,
-            Row::ContendedProcesses => contended_processes_row(&mut ctx).await,
+            Row::ContendedProcesses => {
+                contended_processes_row(&mut ctx, "contended-processes", contender::Flavour::CurrentThread).await
+            }
+            Row::ContendedProcessesMt => {
+                contended_processes_row(&mut ctx, "contended-processes-mt", contender::Flavour::MultiThread).await
+            }
             Row::Drain => drain_row(&mut ctx).await,
             Row::Memory => memory_row(&mut ctx).await,
             Row::Partition => partition_row(&mut ctx).await,
             Row::Idle => idle::row(&mut ctx).await,
+            Row::ManyPaths => many_paths::row(&mut ctx).await,
         }
     }
     let Ctx { curator, kazoo, records, .. } = ctx;
@@ -734,17 +759,20 @@ async fn contended_row(ctx: &mut Ctx<'_>, section: &'static str) {
 }
 
 /// The contended row with every contender in its own OS process and session: the Rust clients
-/// re-run this binary (zk-lock's in-process hand-off shortcut does not apply there), Curator runs
-/// one small JVM per contender and kazoo one interpreter per contender.
-async fn contended_processes_row(ctx: &mut Ctx<'_>) {
-    const SECTION: &str = "contended-processes";
+/// re-run this binary (zk-lock's in-process hand-off shortcut does not apply there) on a
+/// `flavour` runtime, Curator runs one small JVM per contender and kazoo one interpreter per
+/// contender. On the multi-thread runtime (`contended-processes-mt`) the Rust clients only.
+async fn contended_processes_row(ctx: &mut Ctx<'_>, section: &'static str, flavour: contender::Flavour) {
     let (warm, measure) = (ctx.opts.contended_warm, ctx.opts.contended_measure);
     let work = target_dir().join("bench");
     for sessions in ctx.opts.sessions.clone() {
         for client in ctx.opts.clients.clone() {
-            let path = path_of(client, SECTION, &format!("w{sessions}"));
+            if flavour == contender::Flavour::MultiThread && client.native().is_none() {
+                continue;
+            }
+            let path = path_of(client, section, &format!("w{sessions}"));
             let launch = match client.native() {
-                Some(kind) => contender::Launch::native(kind, &ctx.connect, &path),
+                Some(kind) => contender::Launch::native(kind, flavour, &ctx.connect, &path),
                 None if client == ClientId::Curator => peer::curator_contender(&ctx.connect, &path, &work).await,
                 None => peer::kazoo_contender(&ctx.connect, &path, &work).await,
             };
@@ -753,8 +781,8 @@ async fn contended_processes_row(ctx: &mut Ctx<'_>) {
                 Err(e) => Err(e),
             };
             let record = match measured {
-                Ok(m) => report::contended(SECTION, client.name(), sessions, &m),
-                Err(e) => Record::failed(SECTION, format!("W={sessions}"), client.name(), e),
+                Ok(m) => report::contended(section, client.name(), sessions, &m),
+                Err(e) => Record::failed(section, format!("W={sessions}"), client.name(), e),
             };
             log_contended(&record);
             ctx.records.push(record);
@@ -931,5 +959,6 @@ fn parameters(opts: &Opts) -> Value {
         "idle_window_s": opts.idle_window.as_secs_f64(),
         "idle_session_timeout_s": idle::SESSION.as_secs_f64(),
         "idle_in_flight": idle::IN_FLIGHT,
+        "many_paths_tasks": opts.many_paths,
     })
 }

@@ -1,6 +1,7 @@
-//! What a process costs while it runs, read from the kernel: its CPU time, and the bytes a server
-//! sent and received on its client connections. For the `idle` row, whose figures are too small
-//! for the 10 ms ticks of `/proc/<pid>/stat`.
+//! What a process costs while it runs, read from the kernel: its CPU time (in all, or per named
+//! thread), and the bytes a server sent and received on its client connections. For the `idle`
+//! row, whose figures are too small for the 10 ms ticks of `/proc/<pid>/stat`, and the
+//! `many-paths` row's CPU share of each thread.
 
 use std::collections::HashMap;
 use std::process::Command;
@@ -61,6 +62,45 @@ impl Cpu {
         } else {
             Duration::from_nanos(exact)
         }
+    }
+}
+
+/// The CPU time and name of each thread of a process at one moment: which thread does the work,
+/// and whether one of them is a ceiling (a thread cannot use more than one core).
+#[derive(Debug, Clone, Default)]
+pub struct Threads(HashMap<u32, (String, u64)>);
+
+impl Threads {
+    /// Reads `/proc/<pid>/task/*/comm` (the thread's name, at most 15 bytes) and `schedstat`
+    /// (nanoseconds on a CPU). A thread that ended meanwhile is left out.
+    pub fn read(pid: u32) -> Result<Threads, String> {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).map_err(|e| format!("/proc/{pid}/task: {e}"))?;
+        let mut threads = HashMap::new();
+        for task in tasks.flatten() {
+            let Some(tid) = task.file_name().to_str().and_then(|t| t.parse::<u32>().ok()) else { continue };
+            let ran = std::fs::read_to_string(task.path().join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()));
+            let name = std::fs::read_to_string(task.path().join("comm")).map(|n| n.trim_end().to_owned());
+            if let (Some(ran), Ok(name)) = (ran, name) {
+                threads.insert(tid, (name, ran));
+            }
+        }
+        Ok(Threads(threads))
+    }
+
+    /// Each thread's name and CPU time since `earlier` (a thread new since then counted whole).
+    pub fn since(&self, earlier: &Threads) -> Vec<(String, u64)> {
+        let mut spent: Vec<(String, u64)> = self
+            .0
+            .iter()
+            .map(|(tid, (name, ran))| {
+                let before = earlier.0.get(tid).map_or(0, |(_, ran)| *ran);
+                (name.clone(), ran.saturating_sub(before))
+            })
+            .collect();
+        spent.sort();
+        spent
     }
 }
 

@@ -31,18 +31,18 @@ impl Record {
         Record { note: Some(why), ..Record::new(section, case, client) }
     }
 
-    fn set(&mut self, key: impl Into<String>, value: f64) {
+    pub fn set(&mut self, key: impl Into<String>, value: f64) {
         self.metrics.insert(key.into(), value);
     }
 
-    fn summary(&mut self, prefix: &str, summary: Summary) {
+    pub fn summary(&mut self, prefix: &str, summary: Summary) {
         self.set(format!("{prefix}_p50_us"), summary.p50);
         self.set(format!("{prefix}_p99_us"), summary.p99);
         self.set(format!("{prefix}_mean_us"), summary.mean);
         self.set(format!("{prefix}_max_us"), summary.max);
     }
 
-    fn requests(&mut self, requests: Requests, per: f64) {
+    pub fn requests(&mut self, requests: Requests, per: f64) {
         if per > 0.0 {
             self.set("requests_per_op", requests.packets as f64 / per);
             self.set("writes_per_op", requests.writes as f64 / per);
@@ -109,7 +109,7 @@ pub fn uncontended(client: &'static str, case: &str, m: &Measured) -> Record {
     record
 }
 
-/// A `contended`, `contended-tasks` or `contended-processes` cell.
+/// A `contended`, `contended-tasks`, `contended-processes` or `contended-processes-mt` cell.
 pub fn contended(section: &'static str, client: &'static str, sessions: usize, m: &Measured) -> Record {
     let mut record = Record::new(section, format!("W={sessions}"), client);
     let waits = samples(&m.result, "wait_us");
@@ -315,7 +315,7 @@ pub fn partition(client: &'static str, case: String, trials: &[Trial], deadline_
 
 // ---- tables ----------------------------------------------------------------------------------
 
-fn fmt(value: Option<f64>, decimals: usize) -> String {
+pub fn fmt(value: Option<f64>, decimals: usize) -> String {
     match value {
         Some(v) if v.is_finite() => format!("{v:.decimals$}"),
         _ => "-".to_owned(),
@@ -323,19 +323,19 @@ fn fmt(value: Option<f64>, decimals: usize) -> String {
 }
 
 /// The metrics `keys` of `record`, in whole numbers.
-fn whole(record: &Record, keys: &[&str]) -> Vec<String> {
+pub fn whole(record: &Record, keys: &[&str]) -> Vec<String> {
     keys.iter().map(|key| fmt(record.get(key), 0)).collect()
 }
 
 /// `4.00 (2.00w + 2.00r)`.
-fn fmt_requests(record: &Record) -> String {
+pub fn fmt_requests(record: &Record) -> String {
     match (record.get("requests_per_op"), record.get("writes_per_op"), record.get("reads_per_op")) {
         (Some(all), Some(w), Some(r)) => format!("{all:.2} ({w:.2}w+{r:.2}r)"),
         _ => "-".to_owned(),
     }
 }
 
-fn print_table(title: &str, header: &[&str], rows: Vec<Vec<String>>) {
+pub fn print_table(title: &str, header: &[&str], rows: Vec<Vec<String>>) {
     if rows.is_empty() {
         return;
     }
@@ -373,7 +373,7 @@ fn failed_row(record: &Record, columns: usize) -> Vec<String> {
 
 /// The rows of one table: each record's case and client, its `cells`, its note; a failed record's
 /// row says why instead.
-fn table_rows<'a>(
+pub fn table_rows<'a>(
     records: impl Iterator<Item = &'a Record>,
     header: &[&str],
     cells: impl Fn(&Record) -> Vec<String>,
@@ -477,11 +477,40 @@ pub fn print_tables(records: &[Record]) {
         &header,
         contended_rows("contended-tasks"),
     );
+    // Across processes, the Rust contenders' CPU per grant too.
+    let header = [
+        "W",
+        "client",
+        "locks/s",
+        "wait p50",
+        "wait p99",
+        "grants",
+        "req/grant",
+        "client CPU µs/grant",
+        "violations",
+        "max holders",
+        "note",
+    ];
+    let processes_rows = |name| -> Vec<Vec<String>> {
+        table_rows(section(name), &header, |r| {
+            let mut cells = whole(r, &["locks_per_s", "wait_p50_us", "wait_p99_us", "grants"]);
+            cells.push(fmt_requests(r));
+            cells.extend(whole(r, &["client_cpu_us_per_grant", "violations", "max_holders"]));
+            cells
+        })
+    };
     print_table(
         "contended mutex, one OS process per session: as above, no in-process hand-off (violations: held \
-         intervals overlapping on the wall clock)",
+         intervals overlapping on the wall clock; client CPU: each Rust contender process's, all its threads, \
+         summed, over their grants)",
         &header,
-        contended_rows("contended-processes"),
+        processes_rows("contended-processes"),
+    );
+    print_table(
+        "contended mutex, one OS process per session, Rust contenders on tokio's multi-thread runtime (a worker \
+         per core, as #[tokio::main] builds it): as above",
+        &header,
+        processes_rows("contended-processes-mt"),
     );
     let header = ["W", "client", "hand-offs", "hand-off p50", "hand-off p99", "note"];
     let rows = table_rows(section("contended-processes"), &header, |r| {
@@ -588,6 +617,8 @@ pub fn print_tables(records: &[Record]) {
         &header,
         rows,
     );
+
+    crate::many_paths::print_tables(records);
 }
 
 // ---- targets -----------------------------------------------------------------------------------
@@ -721,6 +752,17 @@ pub fn targets(records: &[Record]) -> Vec<Target> {
             locks("zk-lock"),
             locks("curator"),
             1.6,
+            false,
+        ));
+    }
+    // The same on tokio's multi-thread runtime (issue 22): what `#[tokio::main]` services run.
+    for w in ["W=8", "W=32"] {
+        let locks = |client| f("contended-processes-mt", w, client, "locks_per_s");
+        out.push(ratio(
+            &format!("one process per session, multi-thread runtime, {w}: locks/s vs zookeeper-client"),
+            locks("zk-lock"),
+            locks("zookeeper-client"),
+            1.0,
             false,
         ));
     }
@@ -872,6 +914,32 @@ pub fn targets(records: &[Record]) -> Vec<Target> {
         contended("contended-tasks", "zk-lock"),
         contended("contended-tasks", "zookeeper-client"),
     ));
+    for (section, runtime) in [("contended-processes", "current-thread"), ("contended-processes-mt", "multi-thread")] {
+        for w in ["W=8", "W=32"] {
+            let cpu = |client| f(section, w, client, "client_cpu_us_per_grant");
+            out.push(info(
+                &format!(
+                    "(info) one process per session, {runtime} runtime, {w}: client CPU per grant vs zookeeper-client"
+                ),
+                cpu("zk-lock"),
+                cpu("zookeeper-client"),
+            ));
+        }
+    }
+    for (t, other) in
+        [("T=64", "zookeeper-client"), ("T=64", "curator"), ("T=1024", "zookeeper-client"), ("T=1024", "curator")]
+    {
+        let locks = |client| f("many-paths", t, client, "locks_per_s");
+        out.push(info(
+            &format!("(info) many paths {t}, one session: locks/s vs {other}"),
+            locks("zk-lock"),
+            locks(other),
+        ));
+    }
+    out.push(info_value(
+        "(info) many paths T=1024, zk-lock: busiest thread of the process, % of one core",
+        f("many-paths", "T=1024", "zk-lock", "busiest_thread_pct"),
+    ));
     out.push(info(
         "(info) queue drain N=1000: drain time vs Curator",
         f("drain", "N=1000", "zk-lock", "drain_ms"),
@@ -989,10 +1057,12 @@ pub fn records_of(report: &Value) -> Result<Vec<Record>, String> {
             "contended" => "contended",
             "contended-tasks" => "contended-tasks",
             "contended-processes" => "contended-processes",
+            "contended-processes-mt" => "contended-processes-mt",
             "drain" => "drain",
             "memory" => "memory",
             "partition" => "partition",
             "idle" => "idle",
+            "many-paths" => "many-paths",
             other => return Err(format!("unknown section `{other}`")),
         };
         let client = match text(item, "client").as_str() {
