@@ -3,7 +3,6 @@
 //! Run `zk-lock --help` for commands, options and exit codes.
 
 mod args;
-mod calendar;
 mod connect;
 mod error;
 mod inspect;

@@ -16,14 +16,13 @@
 //! can move the figure by as much.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 use zk_lock::Client;
 
-use crate::calendar::days_from_civil;
 use crate::connect::{self, Server};
 
 /// What the server says of the sessions' expiry, as of its answer.
@@ -258,10 +257,11 @@ fn parse_date(printed: &str) -> Option<Date> {
     let words: Vec<&str> = printed.split_whitespace().collect();
     let [_weekday, month, day, time, zone @ .., year] = words.as_slice() else { return None };
     let month = MONTHS.iter().position(|name| name == month)? as u32 + 1;
-    let mut clock = time.split(':').map(|part| part.parse::<i64>().ok());
-    let (hours, minutes, seconds) = (clock.next()??, clock.next()??, clock.next()??);
-    let days = days_from_civil(year.parse().ok()?, month, day.parse().ok()?);
-    Some(Date { seconds: days * 86_400 + hours * 3600 + minutes * 60 + seconds, zone: zone.join(" ") })
+    let (year, day) = (year.parse::<u32>().ok()?, day.parse::<u32>().ok()?);
+    // Read as if it were UTC: both dates compared are printed in the server's zone.
+    let at = humantime::parse_rfc3339(&format!("{year:04}-{month:02}-{day:02}T{time}Z")).ok()?;
+    let seconds = i64::try_from(at.duration_since(UNIX_EPOCH).ok()?.as_secs()).ok()?;
+    Some(Date { seconds, zone: zone.join(" ") })
 }
 
 #[cfg(test)]

@@ -9,7 +9,6 @@ use tokio::signal::unix::{signal, SignalKind};
 use zk_lock::Client;
 use zookeeper_client::{AddWatchMode, EventType, PersistentWatcher, WatchedEvent};
 
-use crate::calendar::utc;
 use crate::error::{self, CliError};
 use crate::inspect::{self, Snapshot};
 use crate::output::{write_stdout, Report};
@@ -167,7 +166,8 @@ impl Display {
 /// One refresh as text: a heading, `inspect`'s report, and why anything is missing.
 fn frame(path: &str, report: &Report, now: SystemTime, interval: Duration, hint: &str) -> String {
     let interval = humantime::format_duration(interval);
-    let mut text = format!("{}: refreshed on changes and every {interval}{hint}\n", utc(now));
+    let now = humantime::format_rfc3339_seconds(now);
+    let mut text = format!("{now}: refreshed on changes and every {interval}{hint}\n");
     if report.not_found.is_some() {
         text.push_str(&format!("{path}: does not exist (yet); shown when it does\n"));
     }

@@ -520,7 +520,7 @@ async fn watch_redraws_a_terminal_on_changes_and_restores_it_on_ctrl_c() {
     let tmux = Tmux::start("watch", &["watch", &path, "--connect", &connect, "--interval", "1h"]).await;
     let screen = tmux.wait_for("missing path", |screen| screen.contains("does not exist (yet)")).await;
     assert!(
-        screen.starts_with(char::is_numeric) && screen.contains("UTC: refreshed on changes and every 1h"),
+        screen.starts_with(char::is_numeric) && screen.contains("Z: refreshed on changes and every 1h"),
         "{screen}"
     );
     assert_eq!(tmux.pane("#{alternate_on} #{cursor_flag}").await, "1 0", "the alternate screen, no cursor");
@@ -595,7 +595,7 @@ impl Watching {
                 block.push_str(&line);
                 block.push('\n');
             }
-            assert!(block.lines().next().unwrap().ends_with(" UTC: refreshed on changes and every 200ms"), "{block}");
+            assert!(block.lines().next().unwrap().ends_with("Z: refreshed on changes and every 200ms"), "{block}");
             if condition(&block) {
                 return block;
             }
