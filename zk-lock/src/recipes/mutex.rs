@@ -96,6 +96,8 @@ impl Mutex {
     ///   ([`ClientBuilder::acl`](crate::ClientBuilder::acl)).
     /// - [`Error::Connect`](crate::Error::Connect) or [`Error::Zookeeper`](crate::Error::Zookeeper)
     ///   if ZooKeeper cannot be reached or refuses a request.
+    /// - [`Error::ClientClosed`](crate::Error::ClientClosed) once the client is closed
+    ///   ([`Client::close`](crate::Client::close), [`shutdown`](crate::shutdown)).
     ///
     /// # Cancel safety
     ///

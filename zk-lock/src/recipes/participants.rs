@@ -148,6 +148,8 @@ pub async fn participants(path: &str) -> Result<Vec<Participant>> {
 /// - [`Error::InvalidPath`](crate::Error::InvalidPath) if `path` is not a valid lock path.
 /// - [`Error::Zookeeper`](crate::Error::Zookeeper) if ZooKeeper refuses a read (no permission,
 ///   session expired).
+/// - [`Error::ClientClosed`](crate::Error::ClientClosed) once the client is closed
+///   ([`Client::close`](crate::Client::close), [`shutdown`](crate::shutdown)).
 ///
 /// # Cancel safety
 ///

@@ -48,6 +48,8 @@ pub async fn revoke(path: &str) -> Result<usize> {
 ///
 /// - [`Error::InvalidPath`] if `path` is not a valid lock path.
 /// - [`Error::Zookeeper`] if ZooKeeper refuses a read or a write (no permission, session expired).
+/// - [`Error::ClientClosed`] once the client is closed
+///   ([`Client::close`](crate::Client::close), [`shutdown`](crate::shutdown)).
 ///
 /// # Cancel safety
 ///
@@ -90,6 +92,8 @@ pub async fn revoke_with(client: &Client, path: &str) -> Result<usize> {
 ///   (its owner released it, or the path is wrong). Curator's `Revoker` ignores that case;
 ///   [`revoke_with`] skips it too.
 /// - [`Error::Zookeeper`] if ZooKeeper refuses the write for another reason.
+/// - [`Error::ClientClosed`] once the client is closed
+///   ([`Client::close`](crate::Client::close), [`shutdown`](crate::shutdown)).
 ///
 /// # Cancel safety
 ///

@@ -98,6 +98,8 @@ impl RwLock {
     ///   ([`ClientBuilder::acl`](crate::ClientBuilder::acl)).
     /// - [`Error::Connect`] or [`Error::Zookeeper`] if ZooKeeper cannot be reached or refuses a
     ///   request.
+    /// - [`Error::ClientClosed`] once the client is closed
+    ///   ([`Client::close`](crate::Client::close), [`shutdown`](crate::shutdown)).
     ///
     /// # Cancel safety
     ///

@@ -146,6 +146,8 @@ impl Semaphore {
     /// - [`Error::Connect`] or [`Error::Zookeeper`] if ZooKeeper cannot be reached or refuses a
     ///   request; for a [`with_count`](Self::with_count) semaphore also the errors of
     ///   [`SharedCount::start`].
+    /// - [`Error::ClientClosed`] once the client is closed
+    ///   ([`Client::close`](crate::Client::close), [`shutdown`](crate::shutdown)).
     ///
     /// # Cancel safety
     ///

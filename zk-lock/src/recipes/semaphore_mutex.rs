@@ -88,6 +88,8 @@ impl SemaphoreMutex {
     ///   ([`ClientBuilder::acl`](crate::ClientBuilder::acl)).
     /// - [`Error::Connect`] or [`Error::Zookeeper`] if ZooKeeper cannot be reached or refuses a
     ///   request.
+    /// - [`Error::ClientClosed`] once the client is closed
+    ///   ([`Client::close`](crate::Client::close), [`shutdown`](crate::shutdown)).
     ///
     /// # Cancel safety
     ///

@@ -115,6 +115,8 @@ impl SharedCount {
     /// - [`Error::NoAuth`] if the ACL of the node (or of its parent) refuses this client.
     /// - [`Error::Connect`] or [`Error::Zookeeper`] if ZooKeeper cannot be reached or refuses a
     ///   request.
+    /// - [`Error::ClientClosed`] once the client is closed
+    ///   ([`Client::close`](crate::Client::close), [`shutdown`](crate::shutdown)).
     ///
     /// # Cancel safety
     ///
