@@ -25,6 +25,18 @@ static HANDLE: LazyLock<Handle> = LazyLock::new(|| {
     handle
 });
 
+/// Runs `future` on the caller's tokio runtime, or on the background runtime outside any.
+pub(crate) fn spawn_here<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    match Handle::try_current() {
+        Ok(runtime) => runtime.spawn(future),
+        Err(_) => HANDLE.spawn(future),
+    }
+}
+
 /// Runs `future` on the background runtime.
 pub(crate) fn spawn<F>(future: F) -> JoinHandle<F::Output>
 where

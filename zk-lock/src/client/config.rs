@@ -58,3 +58,9 @@ pub(super) struct TlsConfig {
     pub(super) identity_pem: Option<(String, String)>,
     pub(super) options: Option<zookeeper_client::TlsOptions>,
 }
+
+/// The `host:port` parts of a connect string `host:port[,host:port...][/chroot]`, in order.
+pub(crate) fn connect_hosts(connect_string: &str) -> impl Iterator<Item = &str> {
+    let hosts = connect_string.split('/').next().unwrap_or_default();
+    hosts.split(',').map(str::trim).filter(|host| !host.is_empty())
+}

@@ -25,11 +25,7 @@ pub(super) async fn open_session(config: ClientConfig) -> Result<Arc<Session>> {
     }
     check_acl(&config)?;
     let connect_string = config.connect_string.clone();
-    let on_callers_runtime = match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => runtime.spawn(open(config.clone())),
-        Err(_) => background::spawn(open(config.clone())),
-    };
-    let opened = match joined(on_callers_runtime).await {
+    let opened = match joined(background::spawn_here(open(config.clone()))).await {
         Err(failed) if failed.is_panic() => joined(background::spawn(open(config))).await,
         opened => opened,
     };

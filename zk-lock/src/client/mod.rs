@@ -16,6 +16,7 @@ use std::time::Duration;
 use zookeeper_client::{Acl, Acls};
 
 pub use self::builder::ClientBuilder;
+pub(crate) use self::config::connect_hosts;
 use self::config::ClientConfig;
 use self::connect::{acls_of, open_session, ANYONE_ALL};
 use crate::background;
@@ -121,11 +122,10 @@ impl Client {
 
     /// The session of the calling runtime, or else the most recent one.
     fn current_session(&self) -> Arc<Session> {
-        let current = self.inner.current.read().unwrap_or_else(|e| e.into_inner());
-        let key = runtime_key();
-        let ours = current.iter().rev().find(|(runtime, _)| *runtime == key);
-        let (_, session) = ours.or(current.last()).expect("a client always has a session");
-        session.clone()
+        self.session_of_this_runtime().unwrap_or_else(|| {
+            let current = self.inner.current.read().unwrap_or_else(|e| e.into_inner());
+            current.last().expect("a client always has a session").1.clone()
+        })
     }
 
     /// The calling runtime's session, if it has one.

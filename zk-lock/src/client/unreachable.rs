@@ -5,15 +5,15 @@
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
+use super::config::connect_hosts;
+
 /// How long a probe waits for a TCP handshake.
 const DIAL_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// What each address of `connect_string` (`host:port[,host:port...][/chroot]`) does when dialled,
 /// as one sentence. Blocking: DNS and TCP.
 pub(super) fn diagnose(connect_string: &str) -> String {
-    let hosts = connect_string.split('/').next().unwrap_or_default();
-    let findings: Vec<String> = hosts.split(',').map(str::trim).filter(|host| !host.is_empty()).map(probe).collect();
-    findings.join("; ")
+    connect_hosts(connect_string).map(probe).collect::<Vec<_>>().join("; ")
 }
 
 fn probe(host: &str) -> String {

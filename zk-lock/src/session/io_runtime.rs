@@ -7,29 +7,18 @@
 //! own runtime, so its nodes go at once instead of at its expiry. The client opens a new session
 //! for its next acquisition, on the runtime that makes it.
 
-use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::sync::Weak;
 
 use tokio::time::Instant;
-use zookeeper_client::SessionInfo;
 
-use super::end::SessionEnd;
-use super::ledger::Ledger;
-use super::retire::{Reopen, Retirement};
+use super::retire::Retirement;
 use super::Session;
 
 /// Watches, from a task of the runtime that opened `session`, for that runtime's shutdown
 /// (which drops the task). Does nothing outside a tokio runtime.
-pub(super) fn watch_for_shutdown(
-    session: Weak<Session>,
-    info: SessionInfo,
-    timeout: Duration,
-    reopen: Reopen,
-    ledger: Arc<Mutex<Ledger>>,
-    end: Arc<SessionEnd>,
-) {
+pub(super) fn watch_for_shutdown(session: Weak<Session>, retirement: Retirement) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-    let retirement = Retirement { session: info, timeout, reopen, ledger, end: end.clone() };
+    let end = retirement.end().clone();
     let mut on_shutdown = OnShutdown { session, retirement: Some(retirement) };
     runtime.spawn(async move {
         end.confirmed().await;
@@ -53,7 +42,7 @@ impl OnShutdown {
 impl Drop for OnShutdown {
     fn drop(&mut self) {
         let Some(retirement) = self.retirement.take() else { return };
-        retirement.end.io_gone();
+        retirement.end().io_gone();
         // A session still in use is closed by its monitor, which tells its guards first; one
         // that was dropped has no guard to tell, and no monitor.
         if self.session.upgrade().is_none() {

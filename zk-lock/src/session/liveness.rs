@@ -38,7 +38,13 @@ fn loss_delay(timeout: Duration) -> Duration {
 
 /// Heartbeats per session timeout: one every `T/9`, within zookeeper-client's ping interval
 /// (3/8 of the connection timeout the client sets, `0.3 T`), so it never pings on its own.
-pub(super) const BEATS_PER_TIMEOUT: u32 = 9;
+const BEATS_PER_TIMEOUT: u32 = 9;
+
+/// The heartbeat's period for a session timeout `timeout`: also how long a hold lasts before a
+/// watch follows it (`follow`).
+pub(super) fn heartbeat_period(timeout: Duration) -> Duration {
+    timeout / BEATS_PER_TIMEOUT
+}
 
 /// Follows the session until it must not be used any more, reporting losses to `health`.
 /// `started`: when the session was handed to us, just after the server answered its connect.
@@ -55,8 +61,7 @@ pub(super) async fn monitor(
     let lose_after = loss_delay(timeout);
     let mut states = zk.state_watcher();
     let mut state = states.state();
-    let period = timeout / BEATS_PER_TIMEOUT;
-    let mut heartbeat = Heartbeat::new(zk.clone(), period);
+    let mut heartbeat = Heartbeat::new(zk.clone(), heartbeat_period(timeout));
     // The send time of the last answered request; none after a loss until the next answer.
     let mut answered_sent_at = Some(started);
     loop {
@@ -88,7 +93,7 @@ pub(super) async fn monitor(
                         // connected): a connection of ours it drops before that would reconnect
                         // and take the session back from the retirement's.
                         let refused = async { while !state.is_terminated() { state = states.changed().await } };
-                        let _ = tokio::time::timeout(timeout / BEATS_PER_TIMEOUT, refused).await;
+                        let _ = tokio::time::timeout(heartbeat_period(timeout), refused).await;
                     }
                     end_on_server(&zk, &ledger, &end, reopen, Instant::now());
                 }
@@ -145,8 +150,7 @@ fn end_on_server(
     reopen: Reopen,
     not_before: Instant,
 ) {
-    let (session, timeout) = (zk.session().clone(), zk.session_timeout());
-    Retirement { session, timeout, reopen, ledger: ledger.clone(), end: end.clone() }.start(not_before);
+    Retirement::of(zk, reopen, ledger.clone(), end.clone()).start(not_before);
 }
 
 fn terminal_reason(state: SessionState) -> Option<LostReason> {

@@ -81,23 +81,13 @@ impl Session {
             end.clone(),
             reopen.clone(),
         ));
-        let follower =
-            follow::Follower::new(zk.clone(), held.clone(), zk.session_timeout() / liveness::BEATS_PER_TIMEOUT);
-        let follower = match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => runtime.spawn(follower.run()),
-            Err(_) => background::spawn(follower.run()),
-        };
+        let period = liveness::heartbeat_period(zk.session_timeout());
+        // With the session's I/O: see `follow`.
+        let follower = background::spawn_here(follow::Follower::new(zk.clone(), held.clone(), period).run());
         Arc::new_cyclic(|session| {
             if let Some(reopen) = &reopen {
-                let (info, timeout) = (zk.session().clone(), zk.session_timeout());
-                io_runtime::watch_for_shutdown(
-                    session.clone(),
-                    info,
-                    timeout,
-                    reopen.clone(),
-                    ledger.clone(),
-                    end.clone(),
-                );
+                let retirement = Retirement::of(&zk, reopen.clone(), ledger.clone(), end.clone());
+                io_runtime::watch_for_shutdown(session.clone(), retirement);
             }
             Self { zk, health, ledger, held, end, reopen, monitor, follower }
         })
@@ -205,9 +195,8 @@ impl Drop for Session {
         // unless its runtime is gone, or going: then the close asked for is ours to finish.
         if let Some(reopen) = self.reopen.clone() {
             if self.end.is_close_asked() && !self.end.is_confirmed() {
-                let (session, timeout) = (self.zk.session().clone(), self.zk.session_timeout());
-                let (ledger, end) = (self.ledger.clone(), self.end.clone());
-                Retirement { session, timeout, reopen, ledger, end }.start(tokio::time::Instant::now());
+                Retirement::of(&self.zk, reopen, self.ledger.clone(), self.end.clone())
+                    .start(tokio::time::Instant::now());
             }
         }
     }

@@ -26,14 +26,24 @@ pub(crate) type ReopenFuture = Pin<Box<dyn Future<Output = Result<ZkClient, ZkEr
 
 /// What closing a session on the server needs, for whichever of its paths gets there first.
 pub(super) struct Retirement {
-    pub session: SessionInfo,
-    pub timeout: Duration,
-    pub reopen: Reopen,
-    pub ledger: Arc<Mutex<Ledger>>,
-    pub end: Arc<SessionEnd>,
+    session: SessionInfo,
+    timeout: Duration,
+    reopen: Reopen,
+    ledger: Arc<Mutex<Ledger>>,
+    end: Arc<SessionEnd>,
 }
 
 impl Retirement {
+    /// The retirement of `zk`'s session.
+    pub(super) fn of(zk: &ZkClient, reopen: Reopen, ledger: Arc<Mutex<Ledger>>, end: Arc<SessionEnd>) -> Self {
+        Self { session: zk.session().clone(), timeout: zk.session_timeout(), reopen, ledger, end }
+    }
+
+    /// The session's end, which the retirement confirms.
+    pub(super) fn end(&self) -> &Arc<SessionEnd> {
+        &self.end
+    }
+
     /// Starts the retirement on zk-lock's own runtime, unless one was started before.
     pub(super) fn start(self, not_before: Instant) {
         if self.end.take_retirement() {

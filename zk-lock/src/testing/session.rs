@@ -142,9 +142,8 @@ fn close_session(session_id: i64, connect_string: &str) -> Result<()> {
 
 /// The socket addresses of a connect string `host:port,host:port/chroot`.
 fn resolve(connect_string: &str) -> io::Result<Vec<SocketAddr>> {
-    let hosts = connect_string.split('/').next().unwrap_or_default();
     let mut addrs = Vec::new();
-    for host in hosts.split(',').map(str::trim).filter(|host| !host.is_empty()) {
+    for host in crate::client::connect_hosts(connect_string) {
         addrs.extend(host.to_socket_addrs()?);
     }
     Ok(addrs)
