@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::{FuturesUnordered, StreamExt};
+use futures::FutureExt;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 use zookeeper_client::{Client as ZkClient, Error as ZkError, EventType, OneshotWatcher, Stat, WatchedEvent};
 
@@ -22,15 +23,10 @@ use super::held_status::HeldStatus;
 use crate::error::LostReason;
 use crate::layout::REVOKE_MESSAGE;
 
-/// What a node's follow-up waits for: the reply to the read that sets its watch (in flight only
-/// at a tick, or after the node's data changed), then the watch's event (what a long hold keeps,
-/// so it is kept small).
-enum Step {
-    Set(Arc<HeldStatus>, Result<(Vec<u8>, Stat, OneshotWatcher), ZkError>),
-    Fired(Arc<HeldStatus>, WatchedEvent),
-}
-
-type Pending = Pin<Box<dyn Future<Output = Step> + Send>>;
+/// The reply to the read that sets a node's watch (in flight only at a tick, or after the
+/// node's data changed).
+type Setting = Pin<Box<dyn Future<Output = (Arc<HeldStatus>, WatchReply)> + Send>>;
+type WatchReply = Result<(Vec<u8>, Stat, OneshotWatcher), ZkError>;
 
 /// The watches on one session's held nodes.
 pub(super) struct Follower {
@@ -38,20 +34,23 @@ pub(super) struct Follower {
     held: Arc<HeldNodes>,
     period: Duration,
     tick: Interval,
-    pending: FuturesUnordered<Pending>,
+    setting: FuturesUnordered<Setting>,
 }
 
 impl Follower {
     pub(super) fn new(zk: ZkClient, held: Arc<HeldNodes>, period: Duration) -> Self {
         let mut tick = tokio::time::interval_at(Instant::now() + period, period);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        Self { zk, held, period, tick, pending: FuturesUnordered::new() }
+        Self { zk, held, period, tick, setting: FuturesUnordered::new() }
     }
 
     /// Sets the watches that are due and follows them; never returns. Runs on the runtime of
     /// the session's I/O, and goes with it: zookeeper-client panics in whoever awaits a watch
     /// of a session whose I/O task was dropped.
     pub(super) async fn run(mut self) {
+        // What a long hold keeps while idle: its watch's future, stored in place (its type is
+        // only known here), so that a watched hold costs one small allocation of ours.
+        let mut watched = FuturesUnordered::new();
         loop {
             tokio::select! {
                 _ = self.tick.tick() => {
@@ -59,7 +58,12 @@ impl Follower {
                         self.set_watch(status);
                     }
                 }
-                Some(step) = self.pending.next() => self.step(step),
+                Some((status, reply)) = self.setting.next() => {
+                    if let Some(watcher) = self.watch_set(&status, reply) {
+                        watched.push(watcher.changed().map(move |event| (status, event)));
+                    }
+                }
+                Some((status, event)) = watched.next() => self.fired(status, event),
             }
         }
     }
@@ -67,34 +71,41 @@ impl Follower {
     /// Reads the node and sets a watch on it (sent when `run` next polls what is pending).
     fn set_watch(&mut self, status: Arc<HeldStatus>) {
         let zk = self.zk.clone();
-        self.pending.push(Box::pin(async move {
+        self.setting.push(Box::pin(async move {
             let reply = zk.get_and_watch_data(status.node_path()).await;
-            Step::Set(status, reply)
+            (status, reply)
         }));
     }
 
-    fn step(&mut self, step: Step) {
-        match step {
-            Step::Set(status, Ok((data, _, watcher))) => {
+    /// The watch to follow, once the read that set it is answered.
+    fn watch_set(&mut self, status: &Arc<HeldStatus>, reply: WatchReply) -> Option<OneshotWatcher> {
+        match reply {
+            Ok((data, _, watcher)) => {
                 if data == REVOKE_MESSAGE {
                     status.revoke();
                 }
-                self.pending.push(Box::pin(async move {
-                    let event = watcher.changed().await;
-                    Step::Fired(status, event)
-                }));
+                Some(watcher)
             }
             // Answered on the session that created the node: it is gone for good.
-            Step::Set(status, Err(ZkError::NoNode)) => status.lose(LostReason::NodeDeleted),
+            Err(ZkError::NoNode) => {
+                status.lose(LostReason::NodeDeleted);
+                None
+            }
             // The connection broke: tried again a period later.
-            Step::Set(status, Err(_)) => self.held.watch_again(status),
-            Step::Fired(status, event) => match event.event_type {
-                // Our own release deletes it too: a released node is not lost.
-                EventType::NodeDeleted => status.lose(LostReason::NodeDeleted),
-                EventType::NodeDataChanged if status.is_followed() => self.set_watch(status),
-                // Released, or the session ended (its loss reaches every node).
-                _ => {}
-            },
+            Err(_) => {
+                self.held.watch_again(status.clone());
+                None
+            }
+        }
+    }
+
+    fn fired(&mut self, status: Arc<HeldStatus>, event: WatchedEvent) {
+        match event.event_type {
+            // Our own release deletes it too: a released node is not lost.
+            EventType::NodeDeleted => status.lose(LostReason::NodeDeleted),
+            EventType::NodeDataChanged if status.is_followed() => self.set_watch(status),
+            // Released, or the session ended (its loss reaches every node).
+            _ => {}
         }
     }
 }
