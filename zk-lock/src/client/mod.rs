@@ -16,6 +16,7 @@ use std::time::Duration;
 use zookeeper_client::{Acl, Acls};
 
 pub use self::builder::ClientBuilder;
+#[cfg(feature = "testing")]
 pub(crate) use self::config::connect_hosts;
 use self::config::ClientConfig;
 use self::connect::{acls_of, open_session, ANYONE_ALL};
