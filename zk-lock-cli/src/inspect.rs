@@ -8,8 +8,8 @@ use zk_lock::{Client, Participant};
 
 use crate::error::CliError;
 use crate::output::{
-    count_roles, counts, describe, human_duration, lock_kind, participant_json, seconds_left, session_hex, Report,
-    Table,
+    count_roles, counts, describe, escape, human_duration, lock_kind, participant_json, seconds_left, session_hex,
+    Report, Table,
 };
 use crate::session_expiry::{Dumps, SessionExpiry};
 
@@ -67,10 +67,11 @@ pub fn report(path: &str, snapshot: &Snapshot) -> Report {
     let expiry = &snapshot.expiry;
     let (holders, waiters, others) = count_roles(found);
     let kind = lock_kind(found);
+    let shown = escape(path);
     let mut text = if found.is_empty() {
-        format!("{path}: no holders or waiters\n")
+        format!("{shown}: no holders or waiters\n")
     } else {
-        format!("{path}: {kind}, {}\n", counts(holders, waiters, others))
+        format!("{shown}: {kind}, {}\n", counts(holders, waiters, others))
     };
     if !found.is_empty() {
         let mut table =

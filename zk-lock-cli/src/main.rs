@@ -36,14 +36,19 @@ fn execute(args: &Args) -> u8 {
         // `watch` printed as it went.
         Ok(None) => error::SUCCESS,
         Ok(Some(report)) => {
-            let stdout = if args.json { format!("{:#}\n", report.json) } else { report.text };
+            // What the server said is escaped where it enters the report; the whole is checked
+            // again on the way out.
+            let stdout = match args.json {
+                true => format!("{}\n", output::json_text(&report.json, true)),
+                false => output::escape_lines(&report.text).into_owned(),
+            };
             let printed = print(&stdout);
             if let Some(warning) = &report.warning {
-                eprintln!("zk-lock: {warning}");
+                output::write_stderr(warning);
             }
             match report.not_found {
                 Some(message) if printed == error::SUCCESS => {
-                    eprintln!("zk-lock: {message}");
+                    output::write_stderr(&message);
                     error::NOT_FOUND
                 }
                 _ => printed,
@@ -94,13 +99,13 @@ fn print(text: &str) -> u8 {
         Ok(()) => error::SUCCESS,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => error::SUCCESS,
         Err(e) => {
-            eprintln!("zk-lock: cannot write the result: {e}");
+            output::write_stderr(&format!("cannot write the result: {e}"));
             error::ZOOKEEPER
         }
     }
 }
 
 fn fail(error: &CliError) -> u8 {
-    eprintln!("zk-lock: {}", error.message);
+    output::write_stderr(&error.message);
     error.code
 }

@@ -1,5 +1,8 @@
-//! Rendering: aligned tables, human durations, session ids and participants as JSON.
+//! Rendering: aligned tables, human durations, session ids and participants as JSON; and the
+//! one rule that keeps what the server says from driving the terminal ([`escape`]).
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -23,7 +26,116 @@ pub struct Report {
 /// The data Curator's `Revoker` writes into a holder's node.
 pub const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
 
-/// Left-aligned columns separated by two spaces; the last column is not padded.
+/// Whether `c` must not reach a terminal as it is: control characters (C0, which includes ESC,
+/// BEL, CR, LF and tab; DEL; C1, which includes the one-byte CSI U+009B and NEL U+0085), and the
+/// Unicode format characters and separators that reorder or hide text (bidirectional overrides
+/// and isolates like U+202E, zero-width characters, U+2028-U+2029; the set
+/// `zk_lock::HolderDescription::parse` refuses in host names).
+fn is_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{ad}'
+                | '\u{61c}'
+                | '\u{180e}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{206f}'
+                | '\u{feff}'
+                | '\u{fff9}'..='\u{fffb}'
+                | '\u{e0000}'..='\u{e007f}'
+        )
+}
+
+/// `c`, which [`is_unsafe`], as visible text: `\n`, `\r`, `\t`, `\x1b` (other ASCII controls and
+/// DEL), `\u{202e}` (the others).
+fn push_escaped(out: &mut String, c: char) {
+    let _ = match c {
+        '\n' => write!(out, "\\n"),
+        '\r' => write!(out, "\\r"),
+        '\t' => write!(out, "\\t"),
+        '\0'..='\u{7f}' => write!(out, "\\x{:02x}", u32::from(c)),
+        _ => write!(out, "\\u{{{:x}}}", u32::from(c)),
+    };
+}
+
+/// Text from the server (node names, node data, paths, parsed fields, messages that quote them)
+/// made safe to print on a terminal and to keep on one line: every character that [`is_unsafe`]
+/// is written as its escape (`\x1b`, `\n`, `\u{202e}`), so an escape sequence cannot clear the
+/// screen or retitle the terminal, and a line break or tab cannot forge a row. Everything the
+/// command prints outside JSON passes through here. A backslash is left as it is, so escaping
+/// twice changes nothing; `--json` carries the exact text.
+pub fn escape(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_unsafe) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match is_unsafe(c) {
+            true => push_escaped(&mut out, c),
+            false => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// [`escape`] for each line of `text`, keeping its line feeds: the last guard on a whole report,
+/// whose lines the command made.
+pub fn escape_lines(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(|c| c != '\n' && is_unsafe(c)) {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(text.split('\n').map(escape).collect::<Vec<_>>().join("\n"))
+}
+
+/// [`escape`]d `text`, cut to at most `max` characters, ending in `...` if cut; an escape is
+/// never cut in two.
+fn escape_within(text: &str, max: usize) -> String {
+    let escaped = escape(text);
+    if escaped.chars().count() <= max {
+        return escaped.into_owned();
+    }
+    let mut out = String::new();
+    let mut piece = String::new();
+    for c in text.chars() {
+        piece.clear();
+        match is_unsafe(c) {
+            true => push_escaped(&mut piece, c),
+            false => piece.push(c),
+        }
+        if out.chars().count() + piece.chars().count() > max - 3 {
+            break;
+        }
+        out.push_str(&piece);
+    }
+    out.push_str("...");
+    out
+}
+
+/// `value` as JSON text (indented with `pretty`) that is also safe on a terminal: JSON escapes
+/// C0 controls itself; DEL, C1 controls and the format characters of [`is_unsafe`] are written
+/// as `\uXXXX` escapes too, which every JSON parser reads back as the same string.
+pub fn json_text(value: &Value, pretty: bool) -> String {
+    let text = if pretty { format!("{value:#}") } else { value.to_string() };
+    // Outside strings, JSON text is ASCII; raw C0 controls never appear inside them.
+    if !text.chars().any(|c| c > '\u{7e}' && is_unsafe(c)) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if c > '\u{7e}' && is_unsafe(c) {
+            for unit in c.encode_utf16(&mut [0; 2]) {
+                let _ = write!(out, "\\u{unit:04x}");
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Left-aligned columns separated by two spaces; the last column is not padded. Every cell is
+/// [`escape`]d: one row is one line.
 pub struct Table {
     rows: Vec<Vec<String>>,
 }
@@ -34,9 +146,9 @@ impl Table {
         Self { rows: vec![header.iter().map(|h| (*h).to_owned()).collect()] }
     }
 
-    /// Adds a row; it should have as many cells as the header.
+    /// Adds a row, each cell [`escape`]d; it should have as many cells as the header.
     pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.rows.push(cells.into_iter().map(|cell| escape(&cell).into_owned()).collect());
     }
 
     /// The table, one line per row, each ending in a newline.
@@ -128,12 +240,16 @@ pub fn counts(holders: usize, waiters: usize, others: usize) -> String {
     text
 }
 
+/// The most characters of other data `describe` shows.
+const MAX_DATA_SHOWN: usize = 60;
+
 /// Who a node belongs to, from its data: zk-lock's holder description, a note that revocation
 /// was requested (which overwrote the description), or other data (Curator's default is the
-/// host's IP address) shown as text.
+/// host's IP address) shown as [`escape`]d text, cut at [`MAX_DATA_SHOWN`] characters.
 pub fn describe(p: &Participant) -> String {
     if let Some(holder) = &p.holder {
-        return holder.to_string();
+        // `HolderDescription::parse` refuses what is unsafe to print; escaped all the same.
+        return escape(&holder.to_string()).into_owned();
     }
     if p.data == REVOKE_MESSAGE {
         return "(revocation requested)".to_owned();
@@ -142,11 +258,8 @@ pub fn describe(p: &Participant) -> String {
         return "-".to_owned();
     }
     match std::str::from_utf8(&p.data) {
-        Ok(text) if !text.chars().any(char::is_control) && text.chars().count() <= 60 => text.to_owned(),
-        Ok(text) if !text.chars().any(char::is_control) => {
-            format!("{}...", text.chars().take(57).collect::<String>())
-        }
-        _ => format!("({} bytes of data)", p.data.len()),
+        Ok(text) => escape_within(text, MAX_DATA_SHOWN),
+        Err(_) => format!("({} bytes of data)", p.data.len()),
     }
 }
 
@@ -169,6 +282,11 @@ pub fn participant_json(position: usize, p: &Participant) -> Value {
         "age_ms": p.age.as_millis() as u64,
         "age": human_duration(p.age),
     })
+}
+
+/// Writes `zk-lock: <message>` to stderr, [`escape`]d: every error and warning goes through here.
+pub fn write_stderr(message: &str) {
+    eprintln!("zk-lock: {}", escape(message));
 }
 
 /// Writes `text` to stdout and flushes it: every command's output goes through here.
@@ -215,6 +333,66 @@ mod tests {
         table.row(vec!["1".into(), "holder".into(), "host=a pid=1 task=2".into()]);
         table.row(vec!["10".into(), "waiter".into(), "-".into()]);
         assert_eq!(table.render(), "POS  ROLE    HOLDER\n1    holder  host=a pid=1 task=2\n10   waiter  -\n");
+    }
+
+    /// The issue's sample of holder data that clears the screen, retitles the terminal and
+    /// forges a row.
+    const HOSTILE: &str = "host=web-1\x1b[2J\x1b[H\x1b]0;pwned\x07\nFORGED\trow pid=1 task=none";
+
+    #[test]
+    fn escapes_controls_c1_del_and_bidi_and_leaves_the_rest() {
+        assert_eq!(escape(HOSTILE), "host=web-1\\x1b[2J\\x1b[H\\x1b]0;pwned\\x07\\nFORGED\\trow pid=1 task=none");
+        assert_eq!(escape("a\rb\0c\x7fd\u{9b}31m\u{85}"), "a\\rb\\x00c\\x7fd\\u{9b}31m\\u{85}");
+        assert_eq!(
+            escape("txt.\u{202e}exe\u{2066}\u{200b}\u{2028}\u{feff}"),
+            "txt.\\u{202e}exe\\u{2066}\\u{200b}\\u{2028}\\u{feff}"
+        );
+        for plain in ["/locks/orders", "host=münchen pid=1 task=none", "サーバー", "a b", "10.0.0.7", "C:\\x1b"] {
+            assert!(matches!(escape(plain), Cow::Borrowed(_)), "{plain}");
+        }
+        let once = escape(HOSTILE).into_owned();
+        assert_eq!(escape(&once), once, "escaping twice changes nothing");
+        assert!(!once.chars().any(is_unsafe));
+    }
+
+    #[test]
+    fn escape_lines_keeps_the_line_feeds_only() {
+        assert_eq!(escape_lines("a\x1b[2J\nb\r\n"), "a\\x1b[2J\nb\\r\n");
+        assert!(matches!(escape_lines("a\nb\n"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn json_is_safe_on_a_terminal_and_reads_back_the_same() {
+        let value = json!({ "data": format!("{HOSTILE}\u{7f}\u{9b}\u{202e}\u{e0041}"), "node": "a\u{2028}b" });
+        for pretty in [false, true] {
+            let text = json_text(&value, pretty);
+            assert!(!text.chars().any(|c| is_unsafe(c) && c != '\n'), "{text:?}");
+            assert!(
+                text.contains("\\u001b[2J") && text.contains("\\u202e") && text.contains("\\udb40\\udc41"),
+                "{text}"
+            );
+            assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), value);
+        }
+        assert_eq!(json_text(&json!({"a": "b"}), false), r#"{"a":"b"}"#);
+    }
+
+    #[test]
+    fn tables_escape_every_cell_so_a_row_stays_one_line() {
+        let mut table = Table::new(&["NODE", "HOLDER"]);
+        table.row(vec!["x\u{202e}y".into(), HOSTILE.into()]);
+        let text = table.render();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(text.contains("x\\u{202e}y  host=web-1\\x1b[2J"), "{text}");
+        assert!(!text.chars().any(|c| is_unsafe(c) && c != '\n'), "{text:?}");
+    }
+
+    #[test]
+    fn other_data_is_cut_without_cutting_an_escape() {
+        assert_eq!(escape_within("short", 60), "short");
+        assert_eq!(escape_within(&"a".repeat(61), 60), format!("{}...", "a".repeat(57)));
+        let cut = escape_within(&format!("{}\x1b[2J", "a".repeat(55)), 60);
+        assert_eq!(cut, format!("{}...", "a".repeat(55)), "the escape would not fit whole");
+        assert_eq!(escape_within(HOSTILE, 60).chars().count(), 60);
     }
 
     #[test]

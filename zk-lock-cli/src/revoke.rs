@@ -6,7 +6,7 @@ use zookeeper_client::Error as ZkError;
 
 use crate::error::CliError;
 use crate::inspect;
-use crate::output::{describe, participant_json, session_hex, Report, Table};
+use crate::output::{describe, escape, participant_json, session_hex, Report, Table};
 
 /// Runs `revoke`: writes `__REVOKE__` into every holder's node with [`zk_lock::revoke_node`],
 /// one node at a time so the report names exactly the nodes written to (`zk_lock::revoke_with`
@@ -34,7 +34,8 @@ pub async fn run(client: &Client, path: &str) -> Result<Report, CliError> {
     let mut text = String::new();
     if !revoked.is_empty() {
         text.push_str(&format!(
-            "{path}: asked {} holder(s) to release it (wrote __REVOKE__ into their nodes)\n",
+            "{}: asked {} holder(s) to release it (wrote __REVOKE__ into their nodes)\n",
+            escape(path),
             revoked.len()
         ));
         let mut table = Table::new(&["KIND", "SESSION", "NODE", "HOLDER"]);
@@ -45,7 +46,7 @@ pub async fn run(client: &Client, path: &str) -> Result<Report, CliError> {
         text.push_str("only holders that made their lock revocable react; the lock stays held until they release it\n");
     }
     for p in &gone {
-        text.push_str(&format!("{}: released before it could be asked\n", p.node_path));
+        text.push_str(&format!("{}: released before it could be asked\n", escape(&p.node_path)));
     }
     let position = |p: &Participant| found.iter().position(|q| q.node_path == p.node_path).unwrap_or(0) + 1;
     let json = json!({

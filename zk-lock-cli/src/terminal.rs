@@ -5,7 +5,7 @@ use std::io::{self, IsTerminal};
 
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
-use crate::output::write_stdout;
+use crate::output::{escape, write_stdout};
 
 /// Switches to the alternate screen, hides the cursor and turns off line wrapping (long lines are
 /// cut at the edge, so one line of text is one row).
@@ -78,9 +78,10 @@ impl Drop for Screen {
 }
 
 /// The escape sequences that draw `frame` over the whole screen of `rows` rows (0: unknown). The
-/// last line ends without a newline, which would scroll a full screen.
+/// last line ends without a newline, which would scroll a full screen. The frame's lines are
+/// [`escape`]d: the only escape sequences written are this module's.
 fn fit(frame: &str, rows: usize) -> String {
-    let mut lines: Vec<String> = frame.lines().map(str::to_owned).collect();
+    let mut lines: Vec<String> = frame.split_terminator('\n').map(|line| escape(line).into_owned()).collect();
     if rows > 0 && lines.len() > rows {
         let hidden = lines.len() - (rows - 1);
         lines.truncate(rows - 1);
@@ -102,6 +103,12 @@ mod tests {
     fn frames_are_drawn_from_the_top_and_erase_what_was_there() {
         assert_eq!(fit("a\nb\n", 0), "\x1b[Ha\x1b[K\r\nb\x1b[K\x1b[J");
         assert_eq!(fit("a\nb\n", 2), "\x1b[Ha\x1b[K\r\nb\x1b[K\x1b[J");
+    }
+
+    #[test]
+    fn a_frame_cannot_write_escape_sequences_or_break_lines_of_its_own() {
+        let drawn = fit("a\x1b[2J\x1b]0;pwned\x07\r\nb\u{202e}c\n", 0);
+        assert_eq!(drawn, "\x1b[Ha\\x1b[2J\\x1b]0;pwned\\x07\\r\x1b[K\r\nb\\u{202e}c\x1b[K\x1b[J");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use zookeeper_client::{AddWatchMode, EventType, PersistentWatcher, WatchedEvent}
 
 use crate::error::{self, CliError};
 use crate::inspect::{self, Snapshot};
-use crate::output::{write_stdout, Report};
+use crate::output::{escape, escape_lines, json_text, write_stdout, Report};
 use crate::session_expiry::Dumps;
 use crate::terminal::Screen;
 
@@ -140,7 +140,7 @@ impl Display {
             Self::Json => {
                 let mut document = report.json;
                 document["time_ms"] = json!(now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64));
-                write_stdout(&format!("{document}\n"))
+                write_stdout(&format!("{}\n", json_text(&document, false)))
             }
             Self::Blocks => write_stdout(&format!("{}\n", frame(path, &report, now, interval, ""))),
             Self::Screen(screen) => screen.draw(&frame(path, &report, now, interval, "; Ctrl-C quits")),
@@ -163,17 +163,18 @@ impl Display {
     }
 }
 
-/// One refresh as text: a heading, `inspect`'s report, and why anything is missing.
+/// One refresh as text: a heading, `inspect`'s report, and why anything is missing; every line
+/// [`escape`]d (the report's were as it was made; checked again).
 fn frame(path: &str, report: &Report, now: SystemTime, interval: Duration, hint: &str) -> String {
     let interval = humantime::format_duration(interval);
     let now = humantime::format_rfc3339_seconds(now);
     let mut text = format!("{now}: refreshed on changes and every {interval}{hint}\n");
     if report.not_found.is_some() {
-        text.push_str(&format!("{path}: does not exist (yet); shown when it does\n"));
+        text.push_str(&format!("{}: does not exist (yet); shown when it does\n", escape(path)));
     }
-    text.push_str(&report.text);
+    text.push_str(&escape_lines(&report.text));
     if let Some(warning) = &report.warning {
-        text.push_str(&format!("{warning}\n"));
+        text.push_str(&format!("{}\n", escape(warning)));
     }
     text
 }

@@ -715,3 +715,133 @@ async fn watch_rejects_a_bad_interval_before_connecting() {
         assert!(output.stdout.is_empty());
     }
 }
+
+/// Holder data that clears the screen, moves the cursor home, retitles the terminal, rings the
+/// bell and forges a table row (the sample of issue 24).
+const HOSTILE_DATA: &str = "host=web-1\x1b[2J\x1b[H\x1b]0;pwned\x07\nFORGED\trow pid=1 task=none";
+/// How `HOSTILE_DATA` shows in a table (cut at 60 characters).
+const HOSTILE_DATA_SHOWN: &str = r"host=web-1\x1b[2J\x1b[H\x1b]0;pwned\x07\nFORGED\trow pid=...";
+/// A lock node name that ZooKeeper accepts (it refuses C0 and C1 controls in paths, not these):
+/// a right-to-left override, a zero-width space and a line separator before `-lock-`.
+const HOSTILE_NODE: &str = "gro\u{202e}gnp\u{200b}\u{2028}x-lock-";
+/// How `HOSTILE_NODE` shows.
+const HOSTILE_NODE_SHOWN: &str = r"gro\u{202e}gnp\u{200b}\u{2028}x-lock-";
+/// A lock path segment with a right-to-left override, and how it shows.
+const HOSTILE_SEGMENT: (&str, &str) = ("ord\u{202e}sre", r"ord\u{202e}sre");
+
+/// Creates, with zookeeper-client directly, what anyone who may create nodes under a lock path
+/// can: the lock path (open to all) and an ephemeral sequential node named [`HOSTILE_NODE`]
+/// holding [`HOSTILE_DATA`], owned by `client`'s session. Returns the node's path.
+async fn plant_hostile_holder(client: &Client, path: &str) -> String {
+    let zk = client.zookeeper();
+    zk.mkdir(path, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.unwrap();
+    let options = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
+    let (_, sequence) = zk.create(&format!("{path}/{HOSTILE_NODE}"), HOSTILE_DATA.as_bytes(), &options).await.unwrap();
+    format!("{path}/{HOSTILE_NODE}{sequence}")
+}
+
+/// Fails if `text` holds anything that drives a terminal or breaks a line other than a line
+/// feed: C0 and C1 controls, DEL, and the bidirectional and invisible characters planted here.
+fn assert_terminal_safe(what: &str, text: &str) {
+    let raw = text.chars().find(|&c| (c.is_control() && c != '\n') || "\u{202e}\u{200b}\u{2028}".contains(c));
+    assert_eq!(raw, None, "{what} prints a raw {raw:?}:\n{text:?}");
+}
+
+#[tokio::test]
+async fn hostile_holder_data_and_node_names_print_escaped_and_on_one_row() {
+    let parent = format!("{ROOT}/hostile");
+    let path = format!("{parent}/{}", HOSTILE_SEGMENT.0);
+    let shown_path = format!("{parent}/{}", HOSTILE_SEGMENT.1);
+    let client = new_client().await;
+    let node = plant_hostile_holder(&client, &path).await;
+    let sequence = node.rsplit("-lock-").next().unwrap().to_owned();
+
+    // The table: the summary, the header, one row; the hostile parts escaped.
+    let output = zk_lock(&["inspect", &path]).await;
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let text = stdout(&output);
+    assert_terminal_safe("inspect", &text);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "no forged row:\n{text}");
+    assert_eq!(lines[0], format!("{shown_path}: mutex, 1 holder, 0 waiters"), "{text}");
+    assert!(lines[2].starts_with("1    holder  mutex") && lines[2].ends_with(HOSTILE_DATA_SHOWN), "{text}");
+
+    // JSON: the exact data and node name (JSON escapes, which parsers undo); none of them raw.
+    let output = zk_lock(&["inspect", &path, "--json"]).await;
+    assert_terminal_safe("inspect --json", &stdout(&output));
+    let doc: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let holder = &participants(&doc)[0];
+    assert_eq!((&holder["data"], &holder["holder"]), (&Value::from(HOSTILE_DATA), &Value::Null), "{doc}");
+    assert_eq!((&holder["node"], &doc["path"]), (&Value::from(node.clone()), &Value::from(path.clone())), "{doc}");
+    assert!(stdout(&output).contains(r#"\u001b]0;pwned\u0007\nFORGED\trow"#), "{}", stdout(&output));
+    assert!(stdout(&output).contains(r#"gro\u202egnp\u200b\u2028x-lock-"#), "{}", stdout(&output));
+
+    // `tree` names the lock by its escaped segment.
+    let output = zk_lock(&["tree", &parent]).await;
+    let text = stdout(&output);
+    assert_terminal_safe("tree", &text);
+    assert!(text.lines().any(|line| line.starts_with(&format!("  {}  mutex", HOSTILE_SEGMENT.1))), "{text}");
+
+    // `revoke` names the node it wrote to, escaped, with the data it read before writing.
+    let output = zk_lock(&["revoke", &path]).await;
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let text = stdout(&output);
+    assert_terminal_safe("revoke", &text);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "no forged row:\n{text}");
+    assert!(lines[0].starts_with(&format!("{shown_path}: asked 1 holder(s)")), "{text}");
+    let node_shown = format!("{shown_path}/{HOSTILE_NODE_SHOWN}{sequence}");
+    assert!(lines[2].contains(&format!("  {node_shown}  {HOSTILE_DATA_SHOWN}")), "{text}");
+
+    // Errors quote paths escaped too: a missing one, and one that is no valid path.
+    let missing = format!("{path}/\u{202e}missing");
+    let output = zk_lock(&["inspect", &missing]).await;
+    assert_eq!(code(&output), 1, "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(&format!("`{shown_path}/\\u{{202e}}missing` does not exist")),
+        "{}",
+        stderr(&output)
+    );
+    let output = zk_lock(&["inspect", "/a\x1b]0;pwned\x07"]).await;
+    assert_eq!(code(&output), 2, "{}", stderr(&output));
+    assert_terminal_safe("a usage error", &stderr(&output));
+    assert!(stderr(&output).contains(r"`/a\x1b]0;pwned\x07`"), "{}", stderr(&output));
+}
+
+#[tokio::test]
+async fn watch_shows_hostile_data_escaped_in_a_terminal_and_in_a_pipe() {
+    let path = format!("{ROOT}/hostile-watch/{}", HOSTILE_SEGMENT.0);
+    let client = new_client().await;
+    plant_hostile_holder(&client, &path).await;
+    let session = session_hex(&client);
+
+    // A real terminal: the escapes show as text, the title stays, nothing is cleared or forged.
+    let connect = shared_server().connect_string();
+    let tmux = Tmux::start("hostile", &["watch", &path, "--connect", &connect, "--interval", "1h"]).await;
+    let screen = tmux.wait_for("holder", |screen| screen.contains(&session)).await;
+    assert!(screen.contains(r"host=web-1\x1b[2J\x1b[H\x1b]0;pwned\x07\nFORGED\trow"), "{screen}");
+    assert!(screen.lines().next().unwrap().contains("Z: refreshed on changes"), "the heading stays:\n{screen}");
+    assert!(screen.contains(&format!("{}: mutex, 1 holder", HOSTILE_SEGMENT.1)), "{screen}");
+    assert!(!screen.lines().any(|line| line.starts_with("FORGED")), "{screen}");
+    assert!(!tmux.pane("#{pane_title}").await.contains("pwned"), "the terminal was retitled");
+    assert_eq!(tmux.pane("#{alternate_on}").await, "1");
+    tmux.run(&["send-keys", "C-c"]).await;
+    let screen = tmux.wait_for("exit", |screen| screen.contains("zk-lock exited with")).await;
+    assert!(screen.contains("zk-lock exited with 0"), "{screen}");
+
+    // A pipe: one block, each line safe, the holder's row whole.
+    let mut watch = Watching::start(&["watch", &path, "--interval", "200ms"]);
+    let block = watch.block_where("holder", |block| block.contains(&session)).await;
+    assert_terminal_safe("watch", &block);
+    assert_eq!(block.lines().count(), 4, "heading, summary, header, one row:\n{block}");
+    assert!(row_of(&block, &session).join(" ").ends_with(HOSTILE_DATA_SHOWN), "{block}");
+    assert_eq!(watch.interrupt().await.code(), Some(0));
+
+    // JSON lines: one document a line, nothing raw.
+    let mut watch = Watching::start(&["watch", &path, "--interval", "200ms", "--json"]);
+    let line = watch.next_line("JSON document").await;
+    assert_terminal_safe("watch --json", &line);
+    let doc: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(participants(&doc)[0]["data"], HOSTILE_DATA, "{doc}");
+    assert_eq!(watch.interrupt().await.code(), Some(0));
+}
