@@ -1,16 +1,13 @@
 //! Unique scratch directories under the system temporary directory.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Once;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use std::{fs, io};
+use std::time::Duration;
+use std::fs;
 
 use super::{Result, TestingError};
 
 const PREFIX: &str = "zk-lock-testing-";
-
-static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 static SWEEP: Once = Once::new();
 
@@ -18,30 +15,20 @@ static SWEEP: Once = Once::new();
 /// process in another pid namespace sharing the temporary directory (a container).
 const STALE_AGE: Duration = Duration::from_secs(60 * 60);
 
-/// Creates a fresh directory `<temp>/zk-lock-testing-<kind>-<pid>-<counter>-<nanos>`.
+/// Creates a fresh directory `<temp>/zk-lock-testing-<kind>-<pid>-<random>`, which the caller
+/// deletes (with [`remove`]; the watchdog of a server deletes it if the test process dies).
 ///
-/// Pid and counter make the name unique among live processes; the nanoseconds make it unique
-/// across a reused pid. `create_dir` (not `create_dir_all`) fails rather than share a
-/// directory, in which case the next name is tried.
+/// The pid in the name lets a later process sweep it if the watchdog could not.
 pub(crate) fn create(kind: &str) -> Result<PathBuf> {
     let base = std::env::temp_dir();
     SWEEP.call_once(|| sweep_stale(&base));
-    let mut attempts = 0;
-    loop {
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.subsec_nanos());
-        let name = format!("{PREFIX}{kind}-{}-{}-{nanos}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
-        let dir = base.join(name);
-        match fs::create_dir(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(err) if err.kind() == io::ErrorKind::AlreadyExists && attempts < 10 => attempts += 1,
-            Err(err) => {
-                return Err(TestingError::io(
-                    format!("create a directory in {} (set TMPDIR to a writable directory)", base.display()),
-                    err,
-                ))
-            }
-        }
-    }
+    tempfile::Builder::new()
+        .prefix(&format!("{PREFIX}{kind}-{}-", std::process::id()))
+        .tempdir_in(&base)
+        .map(tempfile::TempDir::keep)
+        .map_err(|err| {
+            TestingError::io(format!("create a directory in {} (set TMPDIR to a writable directory)", base.display()), err)
+        })
 }
 
 /// Deletes a directory tree, ignoring errors: it is only called on cleanup paths.
@@ -77,7 +64,7 @@ fn sweep_stale(base: &Path) {
     }
 }
 
-/// The pid in a name made by [`create`]: `zk-lock-testing-<kind>-<pid>-<counter>-<nanos>`.
+/// The pid in a name made by [`create`]: `zk-lock-testing-<kind>-<pid>-<random>`.
 fn owner_pid(name: &str) -> Option<u32> {
     let mut parts = name.strip_prefix(PREFIX)?.split('-');
     let (_kind, pid) = (parts.next()?, parts.next()?);
