@@ -115,7 +115,7 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> TokenStream {
     // return type: that is where a missing `From<zk_lock::Error>` is reported.
     let at_return = Span::call_site().located_at(validate::error_type_span(&sig));
     let error_at_return = Ident::new("__zk_lock_error", Span::mixed_site().located_at(at_return));
-    let lock_error = quote_spanned!(at_return=> ::zk_lock::__private::lock_error(#error_at_return));
+    let lock_error = quote_spanned!(at_return=> ::core::result::Result::Err(::zk_lock::__private::LockError::lock_error(#error_at_return)));
 
     let declare = declarations(args, &sig.ident);
 
@@ -256,7 +256,7 @@ mod tests {
             ":: core :: option :: Option :: None :: < Result < () , AppError > >",
             ":: zk_lock :: __private :: abort_on_lost (& __zk_lock_guard , __zk_lock_body) . await",
             ":: core :: mem :: drop (__zk_lock_guard) ;",
-            "Err (__zk_lock_error) => :: zk_lock :: __private :: lock_error (__zk_lock_error)",
+            "Err (__zk_lock_error) => :: core :: result :: Result :: Err (:: zk_lock :: __private :: LockError :: lock_error (__zk_lock_error))",
         ] {
             assert!(out.contains(expected), "missing `{expected}` in\n{out}");
         }

@@ -85,7 +85,7 @@
 //!     match __zk_lock_outcome {
 //!         ::core::result::Result::Ok(__zk_lock_ret) => __zk_lock_ret,
 //!         ::core::result::Result::Err(__zk_lock_error) =>
-//!             ::zk_lock::__private::lock_error(__zk_lock_error),
+//!             ::core::result::Result::Err(::zk_lock::__private::LockError::lock_error(__zk_lock_error)),
 //!     }
 //! }
 //! ```

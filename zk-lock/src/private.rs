@@ -4,7 +4,7 @@
 //! runs its body with `abort_on_lost` or `ignore_lost`, and drops the guard: the delete request
 //! is sent before the function returns and its reply awaited in the background. Dropping the
 //! function's future at any point (cancellation, panic) drops the guard the same way. A failure
-//! to take or keep the lock becomes the function's error through `lock_error`. The crate docs
+//! to take or keep the lock becomes the function's error through `LockError::lock_error`. The crate docs
 //! show a whole expansion.
 
 use std::fmt::{self, Display, Write as _};
@@ -225,12 +225,6 @@ impl Lock {
             .map(|(i, path)| Mutex::on(LockTarget::new(client.as_ref(), path).declared_at(self.sites.get(i))));
         MultiLock::from_members(targets.map(MultiMember::from)).acquire(self.patience).await
     }
-}
-
-/// A failure to take (or keep) the lock, as the annotated function's return value: `Err`
-/// with the function's own error type.
-pub fn lock_error<T, E: LockError>(error: Error) -> core::result::Result<T, E> {
-    Err(E::lock_error(error))
 }
 
 /// The error type of an annotated function: anything [`Error`] converts into.
