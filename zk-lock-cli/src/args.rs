@@ -1,17 +1,23 @@
 //! The command line, parsed by clap: the doc comments below are `zk-lock --help`.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Parser, Subcommand};
 
-/// The end of `--help`.
-const EXIT_CODES: &str = "\
+/// The end of `--help`: credentials and exit codes.
+const AFTER_HELP: &str = "\
+Credentials (for ACLs with digest entries, like creator_all): `user:password` from the file named
+by --auth-file (one line; refused if other users may read or write it), else from $ZK_LOCK_DIGEST.
+Never on the command line, which `ps` shows to every user; never printed.
+
 Exit codes:
-  0  success; `watch` exits with 0 when stopped by Ctrl-C (SIGINT) or SIGTERM
+  0  success; `watch` exits with 0 when stopped by Ctrl-C (SIGINT) or SIGTERM; `tree` also when
+     it skipped nodes it may not read (it lists them, and says so on stderr)
   1  the path does not exist (inspect, tree), or there is no holder to revoke (revoke)
   2  usage error: unknown command or option, missing or invalid argument (path, connect string,
-     duration)
+     duration), unusable credentials (--auth-file, $ZK_LOCK_DIGEST)
   3  cannot connect: no ZooKeeper session within --timeout, or the connection was lost and stayed
      down for --timeout
   4  any other error: ZooKeeper refused a request (no permission, ...)
@@ -21,7 +27,7 @@ for exit code 1).";
 
 /// zk-lock: inspect, watch and revoke ZooKeeper locks (zk-lock, Apache Curator and kazoo layouts)
 #[derive(Debug, Parser)]
-#[command(name = "zk-lock", version, propagate_version = true, after_help = EXIT_CODES)]
+#[command(name = "zk-lock", version, propagate_version = true, after_help = AFTER_HELP)]
 pub struct Args {
     #[command(subcommand)]
     pub command: Command,
@@ -35,6 +41,9 @@ pub struct Args {
     /// Print one JSON document on stdout instead of tables (watch: one a line, per refresh)
     #[arg(long, global = true)]
     pub json: bool,
+    /// Digest credentials from FILE: one line user:password, not readable by other users [default: $ZK_LOCK_DIGEST]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub auth_file: Option<PathBuf>,
 }
 
 /// The commands. The first line of each doc comment is its line in `zk-lock --help`; the whole
@@ -120,8 +129,8 @@ fn explain(mut error: clap::Error) -> clap::Error {
     let tip = match (error.kind(), error.get(ContextKind::InvalidArg)) {
         (ErrorKind::InvalidSubcommand, _) => "commands are inspect, watch, revoke, tree and help",
         (ErrorKind::UnknownArgument, Some(ContextValue::String(arg))) if arg.starts_with('-') => {
-            "options are --connect <HOSTS>, --timeout <DUR>, --json, --interval <DUR> (watch), -h/--help and \
-             -V/--version"
+            "options are --connect <HOSTS>, --timeout <DUR>, --json, --auth-file <FILE>, --interval <DUR> (watch), \
+             -h/--help and -V/--version"
         }
         _ => return error,
     };

@@ -6,6 +6,7 @@ use std::time::Duration;
 use zk_lock::Client;
 use zookeeper_client::SessionState;
 
+use crate::credentials::Digest;
 use crate::error::CliError;
 
 /// The port ZooKeeper clients use when the connect string names none.
@@ -106,10 +107,15 @@ fn split_chroot(connect: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// Opens a session, giving up after `timeout`.
-pub async fn connect(connect: &str, timeout: Duration) -> Result<Client, CliError> {
+/// Opens a session, authenticated with `credentials` if any, giving up after `timeout`.
+pub async fn connect(connect: &str, timeout: Duration, credentials: Option<&Digest>) -> Result<Client, CliError> {
     validate_connect_string(connect)?;
-    Client::builder(connect).connect_timeout(timeout).connect().await.map_err(|e| CliError::from_lock("", e))
+    let mut builder = Client::builder(connect).connect_timeout(timeout);
+    if let Some(digest) = credentials {
+        // zookeeper-client's `with_auth`, sent again on every reconnection.
+        builder = builder.auth("digest", digest.as_bytes());
+    }
+    builder.connect().await.map_err(|e| CliError::from_lock("", e))
 }
 
 /// Runs `operation`, failing with exit code 3 if the connection is lost and stays down for

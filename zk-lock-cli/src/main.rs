@@ -4,6 +4,7 @@
 
 mod args;
 mod connect;
+mod credentials;
 mod error;
 mod inspect;
 mod output;
@@ -29,7 +30,7 @@ fn execute(args: &Args) -> u8 {
     // One thread is plenty: the runtime crate does its ZooKeeper I/O on a thread of its own.
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
-        Err(e) => return fail(&CliError { code: error::ZOOKEEPER, message: format!("cannot start tokio: {e}") }),
+        Err(e) => return fail(&CliError::other(format!("cannot start tokio: {e}"))),
     };
     let outcome = runtime.block_on(run(args));
     match outcome {
@@ -61,8 +62,19 @@ fn execute(args: &Args) -> u8 {
 /// Connects and runs the command: its report, or `None` for `watch`, which prints as it goes.
 async fn run(args: &Args) -> Result<Option<Report>, CliError> {
     let connect_string = args.connect(std::env::var(zk_lock::CONNECT_ENV).ok());
+    let credentials = credentials::load(args.auth_file.as_deref(), std::env::var_os(credentials::DIGEST_ENV))?;
+    let outcome = run_with(args, &connect_string, credentials.as_ref()).await;
+    outcome.map_err(|error| error.with_credentials(credentials.as_ref()))
+}
+
+/// [`run`] with the connect string and credentials found.
+async fn run_with(
+    args: &Args,
+    connect_string: &str,
+    credentials: Option<&credentials::Digest>,
+) -> Result<Option<Report>, CliError> {
     let watching = matches!(args.command, Command::Watch { .. });
-    let connecting = connect::connect(&connect_string, args.timeout);
+    let connecting = connect::connect(connect_string, args.timeout, credentials);
     let client = match watching {
         // Ctrl-C is how `watch` ends, even while it is still connecting.
         true => match watch::until_interrupted(async { connecting.await.map(Some) }).await? {

@@ -6,9 +6,9 @@ use serde_json::json;
 use zk_lock::Client;
 use zookeeper_client::Error as ZkError;
 
-use crate::error::CliError;
+use crate::error::{credentials_hint, CliError};
 use crate::inspect;
-use crate::output::{count_roles, lock_kind, Report, Table};
+use crate::output::{count_roles, escape, lock_kind, Report, Table};
 
 /// Listings sent before the first reply is awaited: a level of the tree costs about one round
 /// trip, without flooding the server's queue on a huge level.
@@ -23,15 +23,25 @@ struct Lock {
     others: usize,
 }
 
-/// Runs `tree`.
+/// What the walk of a subtree found.
+#[derive(Default)]
+struct Walk {
+    /// The locks, sorted.
+    locks: BTreeSet<String>,
+    /// The nodes below the root that this client may not list or read (ZooKeeper's NoAuth).
+    unreadable: BTreeSet<String>,
+}
+
+/// Runs `tree`. Nodes below `root` that the client may not read (another application's, with an
+/// ACL) are skipped and reported; only an unreadable `root` fails.
 pub async fn run(client: &Client, root: &str) -> Result<Report, CliError> {
     if root != "/" {
         zk_lock::validate_lock_path(root).map_err(|e| CliError::from_lock(root, e))?;
     }
-    let Some(candidates) = find_locks(client, root).await? else {
+    let Some(Walk { locks: candidates, mut unreadable }) = find_locks(client, root).await? else {
         return Ok(Report {
             text: String::new(),
-            json: json!({ "path": root, "exists": false, "locks": [] }),
+            json: json!({ "path": root, "exists": false, "locks": [], "unreadable": [] }),
             not_found: Some(format!("`{root}` does not exist; check the path (try `zk-lock tree /`)")),
             warning: None,
         });
@@ -39,23 +49,31 @@ pub async fn run(client: &Client, root: &str) -> Result<Report, CliError> {
     let mut locks = Vec::new();
     for path in candidates {
         // A lock released since the walk has vanished or is empty: not a lock any more.
-        let Some(found) = inspect::read(client, &path).await? else { continue };
-        if found.is_empty() {
-            continue;
-        }
+        let found = match inspect::read(client, &path).await {
+            Ok(Some(found)) if !found.is_empty() => found,
+            Ok(_) => continue,
+            // Listable, but its nodes are not readable.
+            Err(e) if e.is_no_auth() => {
+                unreadable.insert(path);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let (holders, waiters, others) = count_roles(&found);
         locks.push(Lock { kind: lock_kind(&found), path, holders, waiters, others });
     }
-    Ok(report(root, &locks))
+    Ok(report(root, &locks, &unreadable))
 }
 
-/// Walks the subtree breadth first and returns the lock paths in it, sorted; `None` if `root`
-/// does not exist. A lock is a node with lock nodes as children (a child whose name ends in a
-/// server sequence number), or a semaphore: a node whose `leases` child has lease nodes, or whose
-/// `locks` child has lock nodes next to a `leases` child. Lock nodes themselves are not listed.
-async fn find_locks(client: &Client, root: &str) -> Result<Option<BTreeSet<String>>, CliError> {
+/// Walks the subtree breadth first and returns the lock paths in it, sorted, and the nodes it
+/// may not list; `None` if `root` does not exist. A lock is a node with lock nodes as children (a
+/// child whose name ends in a server sequence number), or a semaphore: a node whose `leases`
+/// child has lease nodes, or whose `locks` child has lock nodes next to a `leases` child. Lock
+/// nodes themselves are not listed.
+async fn find_locks(client: &Client, root: &str) -> Result<Option<Walk>, CliError> {
     let zk = client.zookeeper();
-    let mut locks = BTreeSet::new();
+    let mut walk = Walk::default();
+    let locks = &mut walk.locks;
     // Nodes with a `leases` child: their `locks` child is a semaphore's internal mutex.
     let mut with_leases = HashSet::new();
     let mut level = vec![root.to_owned()];
@@ -69,6 +87,11 @@ async fn find_locks(client: &Client, root: &str) -> Result<Option<BTreeSet<Strin
                     Err(ZkError::NoNode) if path == root => return Ok(None),
                     // Deleted since its parent was listed (a container reaped, a lock released).
                     Err(ZkError::NoNode) => continue,
+                    // Another application's: skipped, and reported.
+                    Err(ZkError::NoAuth) if path != root => {
+                        walk.unreadable.insert(path.clone());
+                        continue;
+                    }
                     Err(e) => return Err(CliError::zookeeper(path, &e)),
                 };
                 if children.iter().any(|name| name == "leases") {
@@ -88,7 +111,7 @@ async fn find_locks(client: &Client, root: &str) -> Result<Option<BTreeSet<Strin
         }
         level = next;
     }
-    Ok(Some(locks))
+    Ok(Some(walk))
 }
 
 /// The lock that a node with lock-node children belongs to: the semaphore above it for
@@ -116,8 +139,9 @@ fn has_sequence(name: &str) -> bool {
     name.bytes().rev().take_while(u8::is_ascii_digit).count() >= 10
 }
 
-/// An indented outline of the subtree: directories end in `/`, locks carry their columns.
-fn report(root: &str, locks: &[Lock]) -> Report {
+/// An indented outline of the subtree: directories end in `/`, locks carry their columns; then
+/// the nodes that could not be read, one a line, and a count of both.
+fn report(root: &str, locks: &[Lock], unreadable: &BTreeSet<String>) -> Report {
     let mut table = Table::new(&["LOCK", "KIND", "HOLDERS", "WAITERS"]);
     let root_is_lock = locks.first().is_some_and(|lock| lock.path == root);
     if !root_is_lock {
@@ -145,8 +169,20 @@ fn report(root: &str, locks: &[Lock]) -> Report {
         table.row(vec![name, lock.kind.clone(), lock.holders.to_string(), waiters]);
     }
     let mut text = table.render();
-    let plural = if locks.len() == 1 { "" } else { "s" };
-    text.push_str(&format!("{} lock{plural} under {root}\n", locks.len()));
+    for path in unreadable {
+        text.push_str(&format!("{}: not readable (no permission), skipped\n", escape(path)));
+    }
+    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    text.push_str(&format!("{} under {}", plural(locks.len(), "lock"), escape(root)));
+    let warning = (!unreadable.is_empty()).then(|| {
+        text.push_str(&format!("; {} not readable (no permission)", plural(unreadable.len(), "node")));
+        format!(
+            "{} under {root} not readable (no permission), skipped: locks below them are not listed; {}",
+            plural(unreadable.len(), "node"),
+            credentials_hint()
+        )
+    });
+    text.push('\n');
     let json = json!({
         "path": root,
         "exists": true,
@@ -157,8 +193,9 @@ fn report(root: &str, locks: &[Lock]) -> Report {
             "waiters": lock.waiters,
             "unknown": lock.others,
         })).collect::<Vec<_>>(),
+        "unreadable": unreadable,
     });
-    Report { text, json, not_found: None, warning: None }
+    Report { text, json, not_found: None, warning }
 }
 
 #[cfg(test)]
@@ -185,12 +222,34 @@ mod tests {
     #[test]
     fn outline_indents_directories_once() {
         let lock = |path: &str| Lock { path: path.into(), kind: "mutex".into(), holders: 1, waiters: 0, others: 0 };
-        let text = report("/r", &[lock("/r/a/x"), lock("/r/a/y"), lock("/r/b")]).text;
+        let text = report("/r", &[lock("/r/a/x"), lock("/r/a/y"), lock("/r/b")], &BTreeSet::new()).text;
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[1].trim_end(), "/r/");
         assert_eq!(lines[2].trim_end(), "  a/");
         assert!(lines[3].starts_with("    x ") && lines[4].starts_with("    y "), "{text}");
         assert!(lines[5].starts_with("  b "), "{text}");
         assert_eq!(lines[6], "3 locks under /r");
+    }
+
+    #[test]
+    fn unreadable_nodes_are_listed_and_counted() {
+        let lock = Lock { path: "/r/open".into(), kind: "mutex".into(), holders: 1, waiters: 0, others: 0 };
+        let unreadable: BTreeSet<String> = ["/r/owned".to_owned(), "/r/x/y".to_owned()].into();
+        let report = report("/r", &[lock], &unreadable);
+        let lines: Vec<&str> = report.text.lines().collect();
+        assert_eq!(
+            lines[3..],
+            [
+                "/r/owned: not readable (no permission), skipped",
+                "/r/x/y: not readable (no permission), skipped",
+                "1 lock under /r; 2 nodes not readable (no permission)"
+            ],
+            "{}",
+            report.text
+        );
+        assert_eq!(report.json["unreadable"], json!(["/r/owned", "/r/x/y"]));
+        let warning = report.warning.unwrap();
+        assert!(warning.starts_with("2 nodes under /r not readable (no permission), skipped"), "{warning}");
+        assert!(report.not_found.is_none());
     }
 }

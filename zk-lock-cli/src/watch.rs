@@ -9,7 +9,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use zk_lock::Client;
 use zookeeper_client::{AddWatchMode, EventType, PersistentWatcher, WatchedEvent};
 
-use crate::error::{self, CliError};
+use crate::error::CliError;
 use crate::inspect::{self, Snapshot};
 use crate::output::{escape, escape_lines, json_text, write_stdout, Report};
 use crate::session_expiry::Dumps;
@@ -26,8 +26,7 @@ pub async fn until_interrupted<T>(
     command: impl Future<Output = Result<Option<T>, CliError>>,
 ) -> Result<Option<T>, CliError> {
     let handlers = signal(SignalKind::interrupt()).and_then(|int| Ok((int, signal(SignalKind::terminate())?)));
-    let (mut interrupt, mut terminate) =
-        handlers.map_err(|e| CliError { code: error::ZOOKEEPER, message: format!("cannot handle Ctrl-C: {e}") })?;
+    let (mut interrupt, mut terminate) = handlers.map_err(|e| CliError::other(format!("cannot handle Ctrl-C: {e}")))?;
     tokio::select! {
         result = command => result,
         _ = interrupt.recv() => Ok(None),
@@ -113,7 +112,7 @@ async fn drain(changes: &mut PersistentWatcher) -> Result<(), CliError> {
 }
 
 fn cannot_write(e: &io::Error) -> CliError {
-    CliError { code: error::ZOOKEEPER, message: format!("cannot write to stdout: {e}") }
+    CliError::other(format!("cannot write to stdout: {e}"))
 }
 
 /// Where refreshes go: a terminal's screen, blocks of text, or lines of JSON.

@@ -21,8 +21,13 @@ const PATIENCE: Duration = Duration::from_secs(30);
 /// Runs the binary with `args` against the shared server (unless `args` names another
 /// `--connect`), off the test's runtime so the guards' tasks keep running meanwhile.
 async fn zk_lock(args: &[&str]) -> Output {
+    zk_lock_with(args, &[]).await
+}
+
+/// [`zk_lock`] with these environment variables set (and no credentials unless they give some).
+async fn zk_lock_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(BIN);
-    command.args(args).env_remove("ZK_LOCK_CONNECT");
+    command.args(args).env_remove("ZK_LOCK_CONNECT").env_remove("ZK_LOCK_DIGEST").envs(env.iter().copied());
     if !args.iter().any(|arg| arg.starts_with("--connect")) {
         command.env("ZK_LOCK_CONNECT", shared_server().connect_string());
     }
@@ -844,4 +849,180 @@ async fn watch_shows_hostile_data_escaped_in_a_terminal_and_in_a_pipe() {
     let doc: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(participants(&doc)[0]["data"], HOSTILE_DATA, "{doc}");
     assert_eq!(watch.interrupt().await.code(), Some(0));
+}
+
+/// Credentials for the guide's ACL setup, and their password (which must never be printed).
+const OWNER: &str = "it-cli-owner:s3cret-cli";
+const PASSWORD: &str = "s3cret-cli";
+
+/// A client with the guide's ACL setup: digest credentials, and `creator_all` on every node it
+/// creates (the container parents of its lock paths too). [`ROOT`] is made first, open to all,
+/// so that the other tests' clients can still create their nodes under it.
+async fn owner_client() -> Client {
+    let client = Client::builder(shared_server().connect_string())
+        .auth("digest", OWNER)
+        .acl(&Acls::creator_all())
+        .connect()
+        .await
+        .expect("connect with credentials");
+    client.zookeeper().mkdir(ROOT, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.unwrap();
+    client
+}
+
+/// A file holding `content`, with permissions `mode`, removed on drop.
+struct AuthFile(PathBuf);
+
+impl AuthFile {
+    fn new(name: &str, content: &str, mode: u32) -> AuthFile {
+        use std::os::unix::fs::PermissionsExt;
+        let path = std::env::temp_dir().join(format!("zk-lock-cli-{}-{name}", std::process::id()));
+        std::fs::write(&path, content).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        AuthFile(path)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for AuthFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Fails if the password shows anywhere in what the command printed.
+fn assert_no_password(what: &str, output: &Output) {
+    for (stream, text) in [("stdout", stdout(output)), ("stderr", stderr(output))] {
+        assert!(!text.contains(PASSWORD), "{what} prints the password on {stream}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn a_lock_behind_an_acl_needs_credentials_from_the_environment_or_a_file() {
+    let path = format!("{ROOT}/acl/orders");
+    let owner = owner_client().await;
+    let guard = Mutex::with_client(&owner, &path).lock().await.unwrap();
+    let session = session_hex(&owner);
+
+    // Without credentials: exit code 4, the path named, and how to give credentials.
+    let output = zk_lock(&["inspect", &path]).await;
+    assert_eq!(code(&output), 4, "{}", stderr(&output));
+    assert_eq!(
+        stderr(&output),
+        format!(
+            "zk-lock: no permission for `{path}` (ZooKeeper NoAuth): its ACL does not allow this client without \
+             credentials; give digest credentials `user:password` in $ZK_LOCK_DIGEST or in a file named by --auth-file\n"
+        )
+    );
+    assert!(output.stdout.is_empty());
+
+    // From the environment: the holder shows.
+    let output = zk_lock_with(&["inspect", &path], &[("ZK_LOCK_DIGEST", OWNER)]).await;
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(row_of(&stdout(&output), &session)[..3], ["1", "holder", "mutex"], "{}", stdout(&output));
+    assert_no_password("inspect with $ZK_LOCK_DIGEST", &output);
+
+    // A wrong password: refused, naming the user and where the credentials came from, not them.
+    let output = zk_lock_with(&["inspect", &path], &[("ZK_LOCK_DIGEST", "it-cli-owner:wrong-s3cret")]).await;
+    assert_eq!(code(&output), 4, "{}", stderr(&output));
+    let expected = format!(
+        "zk-lock: no permission for `{path}` (ZooKeeper NoAuth): its ACL does not allow this client with digest user \
+         `it-cli-owner` (from $ZK_LOCK_DIGEST); check the user and password"
+    );
+    assert!(stderr(&output).starts_with(&expected), "{}", stderr(&output));
+    assert!(!stderr(&output).contains("wrong-s3cret"), "{}", stderr(&output));
+
+    // From a file only its owner may read: `revoke` writes into the holder's node with them.
+    let file = AuthFile::new("owner", &format!("{OWNER}\n"), 0o600);
+    let output = zk_lock(&["revoke", &path, "--auth-file", file.path()]).await;
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(stdout(&output).contains(guard.node_path()), "{}", stdout(&output));
+    assert_no_password("revoke with --auth-file", &output);
+    tokio::time::timeout(PATIENCE, guard.revoked()).await.expect("revoked() resolves");
+    let output = zk_lock(&["revoke", &path]).await;
+    assert_eq!(code(&output), 4, "without credentials, no revocation: {}", stderr(&output));
+
+    // The file wins over the environment.
+    let doc =
+        zk_lock_with(&["inspect", &path, "--json", "--auth-file", file.path()], &[("ZK_LOCK_DIGEST", "x:y")]).await;
+    assert_eq!(code(&doc), 0, "{}", stderr(&doc));
+    assert_no_password("inspect --json", &doc);
+
+    // A file other users may read is refused before connecting (port 1: nobody listens).
+    let readable = AuthFile::new("readable", OWNER, 0o644);
+    let output = zk_lock(&["inspect", &path, "--auth-file", readable.path(), "--connect", "127.0.0.1:1"]).await;
+    assert_eq!(code(&output), 2, "{}", stderr(&output));
+    let expected = format!(
+        "zk-lock: `--auth-file {}`: other users of this machine may read or write it (mode 644)",
+        readable.path()
+    );
+    assert!(stderr(&output).starts_with(&expected), "{}", stderr(&output));
+    assert_no_password("a refused file", &output);
+    let output = zk_lock_with(&["inspect", &path, "--connect", "127.0.0.1:1"], &[("ZK_LOCK_DIGEST", PASSWORD)]).await;
+    assert_eq!(code(&output), 2, "{}", stderr(&output));
+    assert!(
+        stderr(&output).starts_with("zk-lock: $ZK_LOCK_DIGEST: expected digest credentials `user:password`"),
+        "{}",
+        stderr(&output)
+    );
+    assert_no_password("a malformed $ZK_LOCK_DIGEST", &output);
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn tree_skips_what_it_may_not_read_reports_it_and_shows_the_rest() {
+    let root = format!("{ROOT}/acl-tree");
+    let client = new_client().await;
+    // Open first, so that `root` is created open to all; then another application's, behind an ACL.
+    let open = Mutex::with_client(&client, format!("{root}/open/job")).lock().await.unwrap();
+    let owner = owner_client().await;
+    let owned = Mutex::with_client(&owner, format!("{root}/owned/job")).lock().await.unwrap();
+    let skipped = format!("{root}/owned");
+
+    let output = zk_lock(&["tree", &root]).await;
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[1..3].iter().map(|l| l.trim()).collect::<Vec<_>>(),
+        [format!("{root}/"), "open/".to_owned()],
+        "{text}"
+    );
+    assert_eq!(lines[3].split_whitespace().collect::<Vec<_>>(), ["job", "mutex", "1", "0"], "{text}");
+    assert_eq!(lines[4], format!("{skipped}: not readable (no permission), skipped"), "{text}");
+    assert_eq!(lines[5], format!("{} lock under {root}; 1 node not readable (no permission)", 1), "{text}");
+    assert_eq!(lines.len(), 6, "{text}");
+    let warning = stderr(&output);
+    assert!(
+        warning.starts_with(&format!("zk-lock: 1 node under {root} not readable (no permission), skipped")),
+        "{warning}"
+    );
+
+    let doc = zk_lock_json(&["tree", &root]).await;
+    assert_eq!(doc["locks"].as_array().unwrap().len(), 1, "{doc}");
+    assert_eq!(doc["locks"][0]["path"], format!("{root}/open/job"), "{doc}");
+    assert_eq!(doc["unreadable"], serde_json::json!([skipped]), "{doc}");
+
+    // `/` is walked whole: another application's nodes no longer stop it.
+    let everything = zk_lock_json(&["tree", "/"]).await;
+    let paths = |key: &str| -> Vec<String> {
+        let values = everything[key].as_array().unwrap().iter();
+        values.map(|v| v.as_str().or(v["path"].as_str()).unwrap().to_owned()).collect()
+    };
+    assert!(paths("locks").contains(&format!("{root}/open/job")), "{everything}");
+    assert!(paths("unreadable").contains(&skipped), "{everything}");
+
+    // With the credentials, both locks and nothing skipped.
+    let output = zk_lock_with(&["tree", &root, "--json"], &[("ZK_LOCK_DIGEST", OWNER)]).await;
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(stderr(&output).is_empty(), "{}", stderr(&output));
+    let doc: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let locks: Vec<&str> = doc["locks"].as_array().unwrap().iter().map(|l| l["path"].as_str().unwrap()).collect();
+    assert_eq!(locks, [format!("{root}/open/job"), format!("{root}/owned/job")], "{doc}");
+    assert_eq!(doc["unreadable"], serde_json::json!([]), "{doc}");
+
+    open.release().await.unwrap();
+    owned.release().await.unwrap();
 }
