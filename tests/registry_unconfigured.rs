@@ -5,6 +5,7 @@
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use zk_lock::testing::TestingServer;
 use zk_lock::{Error, Mutex, Semaphore, SemaphoreMutex, CONNECT_ENV, DEFAULT_CONNECT_STRING, DEFAULT_CONNECT_TIMEOUT};
 
 /// Slack on top of the connect timeout for a loaded machine.
@@ -66,4 +67,17 @@ async fn an_unconfigured_default_client_says_how_to_configure_it_in_bounded_time
         other => panic!("expected Error::Connect, got {other:?}"),
     }
     assert!(started.elapsed() < Duration::from_secs(1), "a malformed string fails at once");
+
+    // A client connected with the builder is not the default; the default's failure says so.
+    let server = TestingServer::start().expect("a ZooKeeper server");
+    let built = zk_lock::Client::builder(server.connect_string()).connect().await.expect("connects");
+    match zk_lock::default_client().await {
+        Err(Error::Connect { connect_string, reason }) => {
+            assert_eq!(connect_string, "zk1.internal:notaport");
+            assert!(reason.contains(&format!("clients were connected to {}", built.connect_string())), "{reason}");
+            assert!(reason.contains("`.install()` makes one the default"), "{reason}");
+        }
+        other => panic!("expected Error::Connect, got {other:?}"),
+    }
+    built.close().await;
 }

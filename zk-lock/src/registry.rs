@@ -15,6 +15,33 @@ pub const DEFAULT_CONNECT_STRING: &str = "127.0.0.1:2181";
 struct Registry {
     default: Option<Client>,
     named: HashMap<String, Client>,
+    /// The connect strings of clients made by [`ClientBuilder::connect`] (never installed), the
+    /// first few: named when the default client is made in their stead.
+    not_installed: Vec<String>,
+}
+
+/// How many connect strings of clients that were not installed are remembered.
+const NOT_INSTALLED_NAMED: usize = 4;
+
+fn note_not_installed(connect_string: &str) {
+    let mut registry = REGISTRY.write().unwrap_or_else(|e| e.into_inner());
+    let known = registry.not_installed.iter().any(|known| known == connect_string);
+    if !known && registry.not_installed.len() < NOT_INSTALLED_NAMED {
+        registry.not_installed.push(connect_string.to_owned());
+    }
+}
+
+/// What to say when the default client is made while clients were connected without being
+/// installed: `None` if there were none.
+fn not_installed_hint() -> Option<String> {
+    let registry = read();
+    (!registry.not_installed.is_empty()).then(|| {
+        format!(
+            "clients were connected to {} with `Client::builder(..).connect()`, which does not install them; \
+             `.install()` makes one the default",
+            registry.not_installed.join(" and ")
+        )
+    })
 }
 
 static REGISTRY: LazyLock<RwLock<Registry>> = LazyLock::new(RwLock::default);
@@ -73,17 +100,24 @@ async fn connect_default() -> Result<Client> {
     }
     let from_env = std::env::var(CONNECT_ENV).ok();
     let connect_string = from_env.clone().unwrap_or_else(|| DEFAULT_CONNECT_STRING.to_owned());
+    let hint = not_installed_hint();
+    if let Some(hint) = &hint {
+        tracing::warn!(target: "zk_lock", connect_string, "no default client was installed, so one is made; {hint}");
+    }
     ClientBuilder::new(connect_string).install().await.map_err(|error| match error {
         Error::Connect { connect_string, reason } => {
             let source = match from_env {
                 Some(_) => format!("${CONNECT_ENV}"),
                 None => format!("the fallback for an unset ${CONNECT_ENV}"),
             };
-            let reason = format!(
+            let mut reason = format!(
                 "{reason} (the default client, used because none was installed, connects to {source}: set \
                  {CONNECT_ENV} to `host:port[,host:port...]`, or install a client first with \
                  `zk_lock::connect(..)` or `zk_lock::Client::builder(..).install()`)"
             );
+            if let Some(hint) = hint {
+                reason = format!("{reason}; {hint}");
+            }
             Error::Connect { connect_string, reason }
         }
         other => other,
@@ -150,8 +184,33 @@ pub(crate) fn install(name: Option<String>, client: Client) {
     }
 }
 
-/// Installing a client: the builder's last step, kept with the registry it writes to.
+/// The builder's last step, kept with the registry it writes to (or, for `connect`, does not).
 impl ClientBuilder {
+    /// Connects, **without installing** the client: the attributes, [`Mutex::new`](crate::Mutex::new)
+    /// and the other recipes made without a client do not use it (they use the default client:
+    /// [`install`](Self::install) it for that). Pass it to `with_client` constructors, or to
+    /// [`testing`](crate::testing) helpers.
+    ///
+    /// So that a client meant as the default is not missed, the first use of a default that
+    /// was never installed logs a warning (target `zk_lock`) naming the clients connected this
+    /// way, and its connect error names them too.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::Connect`], naming the connect string, if it is malformed, if no session is
+    ///   established within the connect timeout, or if the ACL or TLS settings cannot work.
+    /// - [`Error::InvalidPath`] for a bad namespace.
+    /// - [`Error::NoAuth`] if the namespace node cannot be created for lack of permission.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a session opened before cancellation is closed.
+    pub async fn connect(self) -> Result<Client> {
+        let client = self.open().await?;
+        note_not_installed(client.connect_string());
+        Ok(client)
+    }
+
     /// Connects and installs the client as the process-wide default, used by
     /// [`Mutex::new`](crate::Mutex::new) and the attributes. Replacing a default does not
     /// disturb locks held through the old one.
@@ -164,7 +223,7 @@ impl ClientBuilder {
     ///
     /// Cancel safe: nothing is installed unless the connection succeeded.
     pub async fn install(self) -> Result<Client> {
-        let client = self.connect().await?;
+        let client = self.open().await?;
         install(None, client.clone());
         Ok(client)
     }
@@ -180,7 +239,7 @@ impl ClientBuilder {
     ///
     /// Cancel safe: nothing is installed unless the connection succeeded.
     pub async fn install_as(self, name: impl Into<String>) -> Result<Client> {
-        let client = self.connect().await?;
+        let client = self.open().await?;
         install(Some(name.into()), client.clone());
         Ok(client)
     }

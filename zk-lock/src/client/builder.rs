@@ -168,19 +168,9 @@ impl ClientBuilder {
         self
     }
 
-    /// Connects, without registering the client anywhere.
-    ///
-    /// # Errors
-    ///
-    /// - [`Error::Connect`], naming the connect string, if it is malformed, if no session is
-    ///   established within the connect timeout, or if the ACL or TLS settings cannot work.
-    /// - [`Error::InvalidPath`] for a bad namespace.
-    /// - [`Error::NoAuth`] if the namespace node cannot be created for lack of permission.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: a session opened before cancellation is closed.
-    pub async fn connect(self) -> Result<Client> {
+    /// Connects (what [`connect`](Self::connect), [`install`](Self::install) and
+    /// [`install_as`](Self::install_as) share; `connect`'s errors).
+    pub(crate) async fn open(self) -> Result<Client> {
         let session = open_session(self.config.clone()).await?;
         Ok(Client::with_session(self.config, session))
     }
