@@ -185,6 +185,9 @@ mod tests {
         assert_eq!(parsed.connect(None), "h:1");
         assert!(parsed.json);
         assert_eq!(parsed.timeout, Duration::from_millis(250));
+        assert_eq!(parsed.auth_file, None);
+        let parsed = parse(&["tree", "/", "--auth-file=/etc/zk-lock/ops"]).unwrap();
+        assert_eq!(parsed.auth_file.as_deref(), Some(std::path::Path::new("/etc/zk-lock/ops")));
         let parsed = parse(&["--connect", "h:2", "tree", "--", "/"]).unwrap();
         assert_eq!((&parsed.command, parsed.json), (&Command::Tree { path: "/".into() }, false));
         assert_eq!(parsed.connect(None), "h:2");

@@ -95,7 +95,7 @@ fn escape_within(text: &str, max: usize) -> String {
     if escaped.chars().count() <= max {
         return escaped.into_owned();
     }
-    let mut out = String::new();
+    let (mut out, mut shown) = (String::new(), 0);
     let mut piece = String::new();
     for c in text.chars() {
         piece.clear();
@@ -103,10 +103,13 @@ fn escape_within(text: &str, max: usize) -> String {
             true => push_escaped(&mut piece, c),
             false => piece.push(c),
         }
-        if out.chars().count() + piece.chars().count() > max - 3 {
+        // Escapes are ASCII: their length in bytes is their length in characters.
+        let len = if is_unsafe(c) { piece.len() } else { 1 };
+        if shown + len > max - 3 {
             break;
         }
         out.push_str(&piece);
+        shown += len;
     }
     out.push_str("...");
     out

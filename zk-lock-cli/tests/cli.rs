@@ -332,6 +332,8 @@ async fn help_and_version() {
         "--connect <HOSTS>",
         "--json",
         "--timeout <DUR>",
+        "--auth-file <FILE>",
+        "$ZK_LOCK_DIGEST",
         "Exit codes:",
     ];
     for needle in needles {
