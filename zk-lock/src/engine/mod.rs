@@ -19,7 +19,7 @@ mod ungranted;
 
 pub(crate) use attempt::Attempt;
 pub(crate) use claim::Claim;
-pub(crate) use lease::{LeaseAttempt, LeaseSpec};
+pub(crate) use lease::{LeaseAttempt, LeaseGrant, LeaseSpec};
 pub(crate) use lease_count::LeaseLimit;
 pub(crate) use local_handoff::LocalHandoff;
 pub(crate) use not_granted::NotGranted;

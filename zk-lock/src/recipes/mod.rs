@@ -5,6 +5,52 @@
 //! May use: `registry` (the default client), `client`, `holds`, `engine`, `zk`, `session`,
 //! `layout` and the foundations.
 
+/// The constructors and settings of a recipe on one lock path, written once with one set of
+/// docs: `new` and `with_client` (unless the recipe's take more arguments), `with_template`,
+/// `with_data` and `path`. `$what` names the recipe in the docs ("mutex"); `$($target).+` is
+/// the field path of its [`LockTarget`](target::LockTarget); `on` builds it from a target.
+macro_rules! lock_path_api {
+    (constructors: $what:literal) => {
+        #[doc = concat!("A ", $what, " at `path`, on the registry's default client.")]
+        ///
+        /// The path is checked when locking: with an invalid one, every lock call fails with
+        /// [`Error::InvalidPath`](crate::Error::InvalidPath).
+        #[track_caller]
+        pub fn new(path: impl Into<String>) -> Self {
+            Self::on(crate::recipes::target::LockTarget::new(None, path.into()))
+        }
+
+        #[doc = concat!("A ", $what, " at `path` on `client`; the path is checked as [`new`](Self::new)'s.")]
+        #[track_caller]
+        pub fn with_client(client: &crate::Client, path: impl Into<String>) -> Self {
+            Self::on(crate::recipes::target::LockTarget::new(Some(client), path.into()))
+        }
+    };
+    (settings: $what:literal, $($target:ident).+) => {
+        /// Names the template this lock's path was made from (`"/orders/<id>"`): the `template`
+        /// label of its metrics (feature `metrics`; otherwise `(api)`) and its class for
+        /// lock-order checking (otherwise its path). A `&'static str`, so the number of labels
+        /// stays bounded by the program's text, whatever the rendered paths.
+        #[must_use]
+        pub fn with_template(mut self, template: &'static str) -> Self {
+            self.$($target).+.set_template(template);
+            self
+        }
+
+        #[doc = concat!("Sets the data of this ", $what, "'s nodes (Curator's `setNodeData`; default: `host=.. pid=.. task=..`, which `zk-lock inspect` shows).")]
+        #[must_use]
+        pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Self {
+            self.$($target).+.set_data(data.into());
+            self
+        }
+
+        #[doc = concat!("The ", $what, "'s path.")]
+        pub fn path(&self) -> &str {
+            &self.$($target).+.path
+        }
+    };
+}
+
 pub(crate) mod acquire_loop;
 mod count_node;
 pub(crate) mod multi_lock;

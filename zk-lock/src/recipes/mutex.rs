@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use super::patience::Patience;
 use super::target::LockTarget;
-use crate::client::Client;
 use crate::error::Result;
 use crate::layout::Recipe;
 
@@ -16,7 +15,7 @@ use crate::layout::Recipe;
 /// Waiters are served in the order they queued (fair). The lock is re-entrant for code nested in
 /// its holder: the body of an annotated function and what it awaits, or the future given to the
 /// guard's [`scope`](MutexGuard::scope). Such code that locks it again through the same
-/// [`Client`] gets a new guard without a new node (nested acquisitions borrow it one at a time);
+/// [`Client`](crate::Client) gets a new guard without a new node (nested acquisitions borrow it one at a time);
 /// the node is deleted when the last of its guards goes. Everything else waits its turn: sibling
 /// futures of the same task (`join!`, `select!`, streams), spawned tasks, later code of the
 /// task (which would wait for itself), other clients and processes.
@@ -35,20 +34,8 @@ pub struct Mutex {
 }
 
 impl Mutex {
-    /// A mutex at `path`, on the registry's default client.
-    ///
-    /// The path is checked when locking: an invalid one makes every lock call fail with
-    /// [`Error::InvalidPath`](crate::Error::InvalidPath).
-    #[track_caller]
-    pub fn new(path: impl Into<String>) -> Self {
-        Self::on(LockTarget::new(None, path.into()))
-    }
-
-    /// A mutex at `path` on `client`.
-    #[track_caller]
-    pub fn with_client(client: &Client, path: impl Into<String>) -> Self {
-        Self::on(LockTarget::new(Some(client), path.into()))
-    }
+    lock_path_api!(constructors: "mutex");
+    lock_path_api!(settings: "mutex", target);
 
     pub(crate) fn on(target: LockTarget) -> Self {
         Self { target }
@@ -59,28 +46,6 @@ impl Mutex {
     pub(crate) fn made_at(mut self, at: &'static Location<'static>) -> Self {
         self.target.made_at = at;
         self
-    }
-
-    /// Names the template this lock's path was made from (`"/orders/<id>"`): the `template`
-    /// label of its metrics (feature `metrics`; otherwise `(api)`) and its class for lock-order
-    /// checking (otherwise its path). A `&'static str`, so the number of labels stays bounded by
-    /// the program's text, whatever the rendered paths.
-    #[must_use]
-    pub fn with_template(mut self, template: &'static str) -> Self {
-        self.target.set_template(template);
-        self
-    }
-
-    /// Sets the data of this mutex's lock nodes (default: `host=.. pid=.. task=..`).
-    #[must_use]
-    pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Self {
-        self.target.set_data(data.into());
-        self
-    }
-
-    /// The lock path.
-    pub fn path(&self) -> &str {
-        &self.target.path
     }
 
     /// Waits for the lock, for at most the client's default timeout (none unless configured:

@@ -47,43 +47,11 @@ pub struct RwLock {
 }
 
 impl RwLock {
-    /// A read/write lock at `path`, on the registry's default client. The path is checked
-    /// when locking.
-    #[track_caller]
-    pub fn new(path: impl Into<String>) -> Self {
-        Self::on(LockTarget::new(None, path.into()))
-    }
-
-    /// A read/write lock at `path` on `client`.
-    #[track_caller]
-    pub fn with_client(client: &Client, path: impl Into<String>) -> Self {
-        Self::on(LockTarget::new(Some(client), path.into()))
-    }
+    lock_path_api!(constructors: "read/write lock");
+    lock_path_api!(settings: "read/write lock", target);
 
     pub(crate) fn on(target: LockTarget) -> Self {
         Self { target }
-    }
-
-    /// Names the template this lock's path was made from (`"/orders/<id>"`): the `template`
-    /// label of its metrics (feature `metrics`; otherwise `(api)`) and its class for lock-order
-    /// checking (otherwise its path). A `&'static str`, so the number of labels stays bounded by
-    /// the program's text, whatever the rendered paths.
-    #[must_use]
-    pub fn with_template(mut self, template: &'static str) -> Self {
-        self.target.set_template(template);
-        self
-    }
-
-    /// Sets the data of this lock's nodes (default: `host=.. pid=.. task=..`).
-    #[must_use]
-    pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Self {
-        self.target.set_data(data.into());
-        self
-    }
-
-    /// The lock path.
-    pub fn path(&self) -> &str {
-        &self.target.path
     }
 
     /// Waits for the read lock, for at most the client's default timeout (none unless

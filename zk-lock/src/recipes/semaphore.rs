@@ -8,17 +8,15 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::acquire_loop;
 use super::patience::Patience;
 use super::shared_count::{SharedCount, VersionedCount};
 use super::target::LockTarget;
 use crate::client::Client;
-use crate::engine::{Grant, LeaseAttempt, LeaseLimit, LeaseSpec};
+use crate::engine::{Grant, LeaseAttempt, LeaseGrant, LeaseLimit, LeaseSpec};
 use crate::error::{Error, Result};
 use crate::holds::{HeldNode, Share};
 use crate::layout::Recipe;
 use crate::path::validate_lock_path;
-use crate::trace;
 
 /// A distributed counting semaphore at a ZooKeeper path, compatible with Curator's
 /// `InterProcessSemaphoreV2`: at most `max_leases` leases exist at once across every process
@@ -100,27 +98,7 @@ impl Semaphore {
         Self { target, limit, uncontended: Arc::new(AtomicBool::new(true)) }
     }
 
-    /// Names the template this lock's path was made from (`"/orders/<id>"`): the `template`
-    /// label of its metrics (feature `metrics`; otherwise `(api)`) and its class for lock-order
-    /// checking (otherwise its path). A `&'static str`, so the number of labels stays bounded by
-    /// the program's text, whatever the rendered paths.
-    #[must_use]
-    pub fn with_template(mut self, template: &'static str) -> Self {
-        self.target.set_template(template);
-        self
-    }
-
-    /// Sets the data of the lease nodes (Curator's `setNodeData`; default: `host=.. pid=.. task=..`).
-    #[must_use]
-    pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Self {
-        self.target.set_data(data.into());
-        self
-    }
-
-    /// The semaphore path.
-    pub fn path(&self) -> &str {
-        &self.target.path
-    }
+    lock_path_api!(settings: "semaphore", target);
 
     /// The limit: the fixed one, or the latest value seen of the shared count (negative counts
     /// read as 0).
@@ -285,32 +263,24 @@ impl Semaphore {
                 CurrentLimit::Shared(count.subscribe())
             }
         };
-        self.target.note_acquiring(patience);
         let data = self.target.node_data();
         let spec = LeaseSpec { path, count: n as usize, data: &data, uncontended: &self.uncontended };
-        trace::acquisition(recipe, path, self.target.template(), async {
-            let acls = client.node_acls();
-            let start = |session, may_wait| LeaseAttempt::new(session, &spec, acls, limit.clone(), may_wait);
-            // Boxed: the span around it would otherwise hold the loop's future a second time.
-            let granted = Box::pin(acquire_loop::acquire(client, path, patience, start)).await?;
-            let holds = granted
-                .leases
-                .into_iter()
-                .map(|lease| {
-                    let lease = Grant {
-                        session: granted.session.clone(),
-                        node_path: lease.node_path,
-                        token: lease.token,
-                        losses_seen: granted.losses_seen,
-                        local: None,
-                        claim: lease.claim,
-                    };
-                    self.target.hold(client, recipe, lease)
-                })
-                .collect();
-            Ok(holds)
-        })
-        .await
+        let start = |session, may_wait, acls| LeaseAttempt::new(session, &spec, acls, limit.clone(), may_wait);
+        let hold = |granted: LeaseGrant| {
+            let holds = granted.leases.into_iter().map(|lease| {
+                let lease = Grant {
+                    session: granted.session.clone(),
+                    node_path: lease.node_path,
+                    token: lease.token,
+                    losses_seen: granted.losses_seen,
+                    local: None,
+                    claim: lease.claim,
+                };
+                self.target.hold(client, recipe, lease)
+            });
+            holds.collect()
+        };
+        self.target.run_attempts(client, recipe, patience, start, hold).await
     }
 }
 

@@ -6,7 +6,6 @@ use std::time::Duration;
 use super::patience::Patience;
 use super::semaphore::Semaphore;
 use super::target::LockTarget;
-use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::holds::Share;
 use crate::layout::Recipe;
@@ -17,7 +16,7 @@ use crate::layout::Recipe;
 ///
 /// Use it where the holding code must not take the same lock twice: code nested in its holder
 /// (an annotated function's body, a guard's [`scope`](SemaphoreMutexGuard::scope)) that asks
-/// again through the same [`Client`] gets [`Error::WouldDeadlock`] at once, where Curator's would
+/// again through the same [`Client`](crate::Client) gets [`Error::WouldDeadlock`] at once, where Curator's would
 /// block forever. Everyone else, sibling futures of the same task included, waits its turn, in
 /// queue order. For a lock that nested code may re-enter, use [`Mutex`](crate::Mutex).
 ///
@@ -37,42 +36,11 @@ pub struct SemaphoreMutex {
 }
 
 impl SemaphoreMutex {
-    /// A mutex at `path`, on the registry's default client. The path is checked when locking.
-    #[track_caller]
-    pub fn new(path: impl Into<String>) -> Self {
-        Self::on(LockTarget::new(None, path.into()))
-    }
-
-    /// A mutex at `path` on `client`.
-    #[track_caller]
-    pub fn with_client(client: &Client, path: impl Into<String>) -> Self {
-        Self::on(LockTarget::new(Some(client), path.into()))
-    }
+    lock_path_api!(constructors: "semaphore mutex");
+    lock_path_api!(settings: "semaphore mutex", semaphore.target);
 
     pub(crate) fn on(target: LockTarget) -> Self {
         Self { semaphore: Semaphore::on(target, 1) }
-    }
-
-    /// Names the template this lock's path was made from (`"/orders/<id>"`): the `template`
-    /// label of its metrics (feature `metrics`; otherwise `(api)`) and its class for lock-order
-    /// checking (otherwise its path). A `&'static str`, so the number of labels stays bounded by
-    /// the program's text, whatever the rendered paths.
-    #[must_use]
-    pub fn with_template(mut self, template: &'static str) -> Self {
-        self.semaphore = self.semaphore.with_template(template);
-        self
-    }
-
-    /// Sets the data of the lease nodes (default: `host=.. pid=.. task=..`).
-    #[must_use]
-    pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Self {
-        self.semaphore = self.semaphore.with_data(data);
-        self
-    }
-
-    /// The lock path.
-    pub fn path(&self) -> &str {
-        self.semaphore.path()
     }
 
     /// Waits for the lock, for at most the client's default timeout (none unless configured:

@@ -7,12 +7,13 @@ use std::panic::Location;
 use std::sync::Arc;
 
 use tokio::time::Instant;
+use zookeeper_client::Acls;
 
 use super::acquire_loop;
 use super::patience::{Deadline, Patience};
 use crate::client::Client;
 use crate::declared::Declaration;
-use crate::engine::{Grant, LockAttempt, LockSpec};
+use crate::engine::{Attempt, Grant, LockAttempt, LockSpec};
 use crate::error::{Error, Result};
 use crate::holder::describe_current_holder;
 use crate::holds::scope::{self, Enclosing};
@@ -21,6 +22,7 @@ use crate::layout::Recipe;
 use crate::lock_order::{self, OrderedLock};
 use crate::path::validate_lock_path;
 use crate::registry;
+use crate::session::Session;
 use crate::trace;
 
 /// A lock path on a client, with the data its nodes carry.
@@ -142,15 +144,32 @@ impl LockTarget {
         if let Some(enclosing) = self.enclosing(client, recipe) {
             return self.borrow(client, enclosing, patience).await;
         }
-        self.note_acquiring(patience);
         let data = self.node_data();
         let spec = LockSpec { path: &self.path, queue: recipe.queue(), data: &data };
+        let start = |session, may_wait, acls| LockAttempt::new(session, &spec, acls, may_wait);
+        self.run_attempts(client, recipe, patience, start, |grant| Share::new(self.hold(client, recipe, grant), None))
+            .await
+    }
+
+    /// What every acquisition of queue nodes runs once its request was checked (a lock's, a
+    /// semaphore's leases): noted for lock-order checking, traced and counted as one acquisition
+    /// of `recipe`, attempts made by `start` (given the session, whether it may wait and the
+    /// nodes' ACLs) until one is granted, whose grant `hold` turns into what the caller keeps.
+    pub(crate) async fn run_attempts<'c, A: Attempt, T>(
+        &self,
+        client: &'c Client,
+        recipe: Recipe,
+        patience: Patience,
+        start: impl Fn(Arc<Session>, bool, Acls<'c>) -> A,
+        hold: impl FnOnce(A::Grant) -> T,
+    ) -> Result<T> {
+        self.note_acquiring(patience);
         trace::acquisition(recipe, &self.path, self.template(), async {
             let acls = client.node_acls();
-            let start = |session, may_wait| LockAttempt::new(session, &spec, acls, may_wait);
+            let start = |session, may_wait| start(session, may_wait, acls);
             // Boxed: the span around it would otherwise hold the loop's future a second time.
             let grant = Box::pin(acquire_loop::acquire(client, &self.path, patience, start)).await?;
-            Ok(Share::new(self.hold(client, recipe, grant), None))
+            Ok(hold(grant))
         })
         .await
     }
