@@ -1,9 +1,9 @@
 //! Unique scratch directories under the system temporary directory.
 
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 use std::time::Duration;
-use std::fs;
 
 use super::{Result, TestingError};
 
@@ -27,7 +27,10 @@ pub(crate) fn create(kind: &str) -> Result<PathBuf> {
         .tempdir_in(&base)
         .map(tempfile::TempDir::keep)
         .map_err(|err| {
-            TestingError::io(format!("create a directory in {} (set TMPDIR to a writable directory)", base.display()), err)
+            TestingError::io(
+                format!("create a directory in {} (set TMPDIR to a writable directory)", base.display()),
+                err,
+            )
         })
 }
 
