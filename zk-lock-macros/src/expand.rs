@@ -136,7 +136,7 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> TokenStream {
                         #block
                     };
                     let #outcome = #run.await;
-                    ::core::mem::drop(#guard);
+                    ::zk_lock::__private::AnnotatedGuard::finish(#guard);
                     #outcome
                 }
                 ::core::result::Result::Err(#error) => ::core::result::Result::Err(#error),
@@ -255,7 +255,7 @@ mod tests {
             "let g = & __zk_lock_guard ;",
             ":: core :: option :: Option :: None :: < Result < () , AppError > >",
             ":: zk_lock :: __private :: abort_on_lost (& __zk_lock_guard , __zk_lock_body) . await",
-            ":: core :: mem :: drop (__zk_lock_guard) ;",
+            ":: zk_lock :: __private :: AnnotatedGuard :: finish (__zk_lock_guard) ;",
             "Err (__zk_lock_error) => :: core :: result :: Result :: Err (:: zk_lock :: __private :: LockError :: lock_error (__zk_lock_error))",
         ] {
             assert!(out.contains(expected), "missing `{expected}` in\n{out}");

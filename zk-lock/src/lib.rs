@@ -76,7 +76,7 @@
 //!                 };
 //!                 let __zk_lock_outcome =
 //!                     ::zk_lock::__private::abort_on_lost(&__zk_lock_guard, __zk_lock_body).await;
-//!                 ::core::mem::drop(__zk_lock_guard);
+//!                 ::zk_lock::__private::AnnotatedGuard::finish(__zk_lock_guard);
 //!                 __zk_lock_outcome
 //!             }
 //!             ::core::result::Result::Err(__zk_lock_error) =>

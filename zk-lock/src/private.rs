@@ -19,6 +19,7 @@ pub use inventory;
 use crate::client::Client;
 pub use crate::declared::{Declaration, Declared};
 use crate::error::{Error, Result};
+use crate::holds::HeldNode;
 use crate::path::validate_rendered_value;
 use crate::recipes::multi_lock::{MultiGuard, MultiLock, MultiMember};
 use crate::recipes::mutex::{Mutex, MutexGuard};
@@ -251,6 +252,11 @@ pub trait AnnotatedGuard {
 
     /// Runs `body` nested inside the holder: the code that may re-enter the lock.
     fn nest<F: Future>(&self, body: F) -> impl Future<Output = F::Output>;
+
+    /// The body finished (returned, or was aborted by a loss): lets the lock go, as a drop
+    /// does (the release is sent now, its reply awaited in the background), telling the
+    /// testing kit's recordings that this was the function's end, not a cancellation.
+    fn finish(self);
 }
 
 macro_rules! held_through_lost {
@@ -263,6 +269,10 @@ macro_rules! held_through_lost {
 
             fn nest<F: Future>(&self, body: F) -> impl Future<Output = F::Output> {
                 self.scope(body)
+            }
+
+            fn finish(self) {
+                HeldNode::finished(&self.hold);
             }
         }
     )*};
@@ -281,6 +291,10 @@ impl AnnotatedGuard for MultiGuard {
 
     fn nest<F: Future>(&self, body: F) -> impl Future<Output = F::Output> {
         self.scope(body)
+    }
+
+    fn finish(self) {
+        self.holds().for_each(HeldNode::finished);
     }
 }
 
@@ -373,6 +387,7 @@ mod tests {
             fn nest<F: Future>(&self, body: F) -> impl Future<Output = F::Output> {
                 body
             }
+            fn finish(self) {}
         }
         struct AlreadyLost;
         impl AnnotatedGuard for AlreadyLost {
@@ -382,6 +397,7 @@ mod tests {
             fn nest<F: Future>(&self, body: F) -> impl Future<Output = F::Output> {
                 body
             }
+            fn finish(self) {}
         }
         assert_eq!(abort_on_lost(&NeverLost, async { 7 }).await, Ok(7));
         assert_eq!(abort_on_lost(&AlreadyLost, async { 7 }).await, Ok(7), "a body ready at once finishes");

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use zookeeper_client::Error as ZkError;
 
+use super::grant_log::{self, Ended};
 use super::hold_events::HoldEvents;
 use super::revocation_watch::watch_for_revocation;
 use crate::background;
@@ -140,6 +141,14 @@ impl HeldNode {
         async move { status.until_lost().await }
     }
 
+    /// The annotated function holding this share finished its body; its guard is dropped next.
+    /// Told to the testing kit's recordings when it is the last share (the drop releases).
+    pub(crate) fn finished(hold: &Arc<Self>) {
+        if Arc::strong_count(hold) == 1 {
+            grant_log::finished(&hold.node_path);
+        }
+    }
+
     /// Gives up one guard's share: the last share deletes the node and reports whether the
     /// lock was still ours; an inner re-entrant share only reports a loss.
     pub(crate) async fn release_shared(hold: Arc<Self>) -> Result<()> {
@@ -159,6 +168,7 @@ impl HeldNode {
             // Its reply settles the claim; dropped, the claim would send a second delete.
             if let Some(delete) = delete {
                 background::spawn(delete);
+                grant_log::ended(&self.node_path, Ended::Lost(reason));
             }
             return Err(self.lost_error(reason));
         }
@@ -172,20 +182,26 @@ impl HeldNode {
             reason = self.session.lost_after(self.status.losses_seen()) => {
                 background::spawn(delete);
                 self.trace.lost(reason);
+                grant_log::ended(&self.node_path, Ended::Lost(reason));
                 return Err(self.lost_error(reason));
             }
         };
         match deleted {
             Ok(()) => {
                 self.trace.released(false);
+                grant_log::ended(&self.node_path, Ended::Released);
                 Ok(())
             }
             Err(error) => match lost_by(&error) {
                 Some(reason) => {
                     self.trace.lost(reason);
+                    grant_log::ended(&self.node_path, Ended::Lost(reason));
                     Err(self.lost_error(reason))
                 }
-                None => Err(error.into()),
+                None => {
+                    grant_log::ended(&self.node_path, Ended::ReleaseFailed(&error.to_string()));
+                    Err(error.into())
+                }
             },
         }
     }
@@ -199,6 +215,7 @@ impl HeldNode {
         }
         self.session.let_go(&self.status);
         self.order = None;
+        grant_log::releasing(&self.node_path);
         let delete = delete_with_retry(&self.session.zk, self.node_path.clone());
         let (claim, local) = (self.claim.take(), self.local.clone());
         Some(async move {
@@ -228,6 +245,7 @@ impl Drop for HeldNode {
     fn drop(&mut self) {
         // The delete request is sent here, in order; its reply is awaited in the background.
         if let Some(delete) = self.start_release() {
+            grant_log::ended(&self.node_path, self.lost_reason().map_or(Ended::Dropped, Ended::Lost));
             // A lock lost before was traced as lost already.
             let trace = self.lost_reason().is_none().then(|| self.trace.clone());
             background::spawn(async move {

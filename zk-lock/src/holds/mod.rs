@@ -6,6 +6,7 @@
 //! May use: `engine` (a grant), `session`, `zk`, `layout` and the foundations. Not clients:
 //! a held node knows its client by a number only.
 
+pub(crate) mod grant_log;
 pub(crate) mod guard;
 mod held_node;
 mod hold_events;

@@ -224,7 +224,7 @@ impl MultiGuard {
     }
 
     /// The holds, in the order they were taken.
-    fn holds(&self) -> impl Iterator<Item = &Arc<HeldNode>> {
+    pub(crate) fn holds(&self) -> impl Iterator<Item = &Arc<HeldNode>> {
         self.members.iter().map(|member| &member.hold)
     }
 

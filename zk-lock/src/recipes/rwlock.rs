@@ -11,6 +11,7 @@ use super::target::LockTarget;
 use crate::client::Client;
 use crate::engine::{Claim, Grant};
 use crate::error::{Error, LostReason, Result};
+use crate::holds::grant_log::Granted;
 use crate::holds::{HeldNode, Share};
 use crate::layout::{downgraded_read_name, new_protected_prefix, Recipe};
 use crate::path::ChildPath;
@@ -210,7 +211,7 @@ impl RwLock {
         };
         let granted =
             Grant { session, node_path: node_path.into(), token, losses_seen, local: None, claim: Some(claim) };
-        Ok(self.target.hold(client, Recipe::Read, granted))
+        Ok(self.target.hold(client, Recipe::Read, granted, Granted::Downgrade { writer: &writer.node_path }))
     }
 }
 

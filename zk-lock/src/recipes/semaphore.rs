@@ -14,6 +14,7 @@ use super::target::LockTarget;
 use crate::client::Client;
 use crate::engine::{Grant, LeaseAttempt, LeaseGrant, LeaseLimit, LeaseSpec};
 use crate::error::{Error, Result};
+use crate::holds::grant_log::Granted;
 use crate::holds::{HeldNode, Share};
 use crate::layout::Recipe;
 use crate::path::validate_lock_path;
@@ -266,6 +267,7 @@ impl Semaphore {
         let data = self.target.node_data();
         let spec = LeaseSpec { path, count: n as usize, data: &data, uncontended: &self.uncontended };
         let start = |session, may_wait, acls| LeaseAttempt::new(session, &spec, acls, limit.clone(), may_wait);
+        let leases = self.max_leases();
         let hold = |granted: LeaseGrant| {
             let holds = granted.leases.into_iter().map(|lease| {
                 let lease = Grant {
@@ -276,7 +278,7 @@ impl Semaphore {
                     local: None,
                     claim: lease.claim,
                 };
-                self.target.hold(client, recipe, lease)
+                self.target.hold(client, recipe, lease, Granted::Lease { leases })
             });
             holds.collect()
         };

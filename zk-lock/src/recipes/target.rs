@@ -16,6 +16,7 @@ use crate::declared::Declaration;
 use crate::engine::{Attempt, Grant, LockAttempt, LockSpec};
 use crate::error::{Error, Result};
 use crate::holder::describe_current_holder;
+use crate::holds::grant_log::{self, Granted};
 use crate::holds::scope::{self, Enclosing};
 use crate::holds::{HeldNode, Share};
 use crate::layout::Recipe;
@@ -102,9 +103,11 @@ impl LockTarget {
 
     /// The hold of a node of `recipe` granted to `client` in `granted`, counted in the metrics
     /// and among the locks held.
-    pub(crate) fn hold(&self, client: &Client, recipe: Recipe, granted: Grant) -> Arc<HeldNode> {
+    pub(crate) fn hold(&self, client: &Client, recipe: Recipe, granted: Grant, what: Granted<'_>) -> Arc<HeldNode> {
         let order = lock_order::granted(self.ordered());
-        HeldNode::new(client.id(), recipe, &self.path, self.template(), granted, order)
+        let hold = HeldNode::new(client.id(), recipe, &self.path, self.template(), granted, order);
+        grant_log::granted(recipe, &hold.path, &hold.node_path, hold.token, what);
+        hold
     }
 
     /// The innermost holder of this lock's `recipe` side that the code being polled is nested
@@ -147,8 +150,10 @@ impl LockTarget {
         let data = self.node_data();
         let spec = LockSpec { path: &self.path, queue: recipe.queue(), data: &data };
         let start = |session, may_wait, acls| LockAttempt::new(session, &spec, acls, may_wait);
-        self.run_attempts(client, recipe, patience, start, |grant| Share::new(self.hold(client, recipe, grant), None))
-            .await
+        self.run_attempts(client, recipe, patience, start, |grant| {
+            Share::new(self.hold(client, recipe, grant, Granted::Lock), None)
+        })
+        .await
     }
 
     /// What every acquisition of queue nodes runs once its request was checked (a lock's, a

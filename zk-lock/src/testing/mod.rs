@@ -103,8 +103,8 @@ pub use counters::{server_counters, ServerCounters};
 pub use curator::{compile_curator_program, curator_classpath, JavaProgram};
 pub use four_letter::four_letter_word;
 pub use history::{
-    now_ns, FencedWrite, Grant, GrantKind, History, Outcome, ParseRecordError, Record, Report, TimedGuard, TimedLock,
-    Violation,
+    now_ns, FencedWrite, Grant, GrantKind, GrantRecording, History, Outcome, ParseRecordError, Record, Report,
+    TimedGuard, TimedLock, Violation,
 };
 pub use java::{find_java, zookeeper_classpath, JavaSetup};
 pub use kazoo::python_with_kazoo;

@@ -5,10 +5,12 @@ use std::sync::{Mutex, PoisonError};
 
 mod check;
 mod record;
+mod recording;
 mod timing;
 
 pub use check::{Report, Violation};
 pub use record::{FencedWrite, Grant, GrantKind, Outcome, ParseRecordError, Record};
+pub use recording::GrantRecording;
 pub use timing::{now_ns, TimedGuard, TimedLock};
 
 /// The grants of locks and the fenced writes made under them, and the checker that judges them.
