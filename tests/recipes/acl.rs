@@ -170,3 +170,60 @@ async fn an_acl_that_can_never_work_is_refused_before_connecting() {
     assert!(matches!(&empty, Err(Error::Connect { reason, .. }) if reason.contains("ACL is empty")), "{empty:?}");
     assert!(started.elapsed() < Duration::from_secs(1), "no connection was tried");
 }
+
+/// The `NoAuth` of `participants`, `revoke` and `revoke_node` is the locks' one: the path is named
+/// and the message says what to do; the holder keeps its lock and its node data.
+#[tokio::test]
+async fn participants_and_revoke_without_the_credentials_are_refused_naming_the_path() {
+    fn refused<T: std::fmt::Debug>(what: &str, outcome: zk_lock::Result<T>, expected: &str) {
+        match outcome {
+            Err(error @ Error::NoAuth { .. }) => {
+                assert!(matches!(&error, Error::NoAuth { path } if path == expected), "{what}: {error:?}");
+                let message = error.to_string();
+                assert!(message.contains(&format!("not authorized for `{expected}`")), "{what}: {message}");
+                assert!(message.contains("ClientBuilder::auth"), "{what}: {message}");
+            }
+            other => panic!("{what}: expected Error::NoAuth naming `{expected}`, got {other:?}"),
+        }
+    }
+
+    // The guide's setup: nobody else may read the nodes.
+    let path = "/it-acl/operators/orders";
+    let holder = owner(OWNER).await;
+    let guard = Mutex::with_client(&holder, path).lock().await.unwrap();
+    let node = guard.node_path().to_owned();
+    let (data, _) = holder.zookeeper().get_data(&node).await.unwrap();
+    let stranger = anonymous().await;
+    refused("participants", zk_lock::participants_with(&stranger, path).await, path);
+    refused("revoke", zk_lock::revoke_with(&stranger, path).await, path);
+    refused("revoke_node", zk_lock::revoke_node(&stranger, &node).await, &node);
+
+    // Others may read, not write: the listing works, the revocation's write is refused.
+    let readable = "/it-acl/operators/readable";
+    let readers_and_owner = [Acl::new(Permission::READ, AuthId::anyone()), Acl::new(Permission::ALL, AuthId::authed())];
+    let reading_holder = Client::builder(server().connect_string())
+        .auth("digest", OWNER)
+        .acl(&readers_and_owner)
+        .connect()
+        .await
+        .unwrap();
+    let read_guard = Mutex::with_client(&reading_holder, readable).lock().await.unwrap();
+    let seen = zk_lock::participants_with(&stranger, readable).await.expect("anyone may read");
+    assert_eq!(seen.len(), 1);
+    refused("revoke of a readable lock", zk_lock::revoke_with(&stranger, readable).await, readable);
+    refused(
+        "revoke_node of a readable lock",
+        zk_lock::revoke_node(&stranger, read_guard.node_path()).await,
+        read_guard.node_path(),
+    );
+
+    // Nothing changed; with the credentials both work.
+    assert_eq!(holder.zookeeper().get_data(&node).await.unwrap().0, data, "the holder's data is untouched");
+    assert!(guard.is_held() && read_guard.is_held());
+    let friend = owner(OWNER).await;
+    let seen = zk_lock::participants_with(&friend, path).await.expect("the owner's credentials may read");
+    assert_eq!(seen.iter().map(|p| p.node_path.as_str()).collect::<Vec<_>>(), [node.as_str()]);
+    assert_eq!(zk_lock::revoke_with(&friend, path).await, Ok(1), "the owner's credentials may revoke");
+    guard.release().await.unwrap();
+    read_guard.release().await.unwrap();
+}

@@ -94,10 +94,13 @@ pub enum Error {
     },
 
     /// ZooKeeper refused a request under `path` for lack of permission (its `NoAuth`): the nodes
-    /// there were created with an ACL that this client's credentials do not satisfy.
+    /// there were created with an ACL that this client's credentials do not satisfy. Every
+    /// request of the crate reports a refusal this way: acquisitions, shared counts,
+    /// [`participants`](crate::participants), [`revoke`](crate::revoke), the namespace node.
     #[error("not authorized for `{path}`: zookeeper refused the request (NoAuth) because of the ACL of the nodes there; connect with the credentials that ACL names (`ClientBuilder::auth`), or use another path")]
     NoAuth {
-        /// The lock (or count) path.
+        /// The path the request was for: the lock or count path ([`revoke_node`](crate::revoke_node):
+        /// the node's path; at connect: the namespace).
         path: String,
     },
 
@@ -151,10 +154,20 @@ impl Error {
         Self::Lost { path: path.to_owned(), reason }
     }
 
-    /// Names `path` in a refusal that ZooKeeper reports without it (`NoAuth`).
+    /// The one conversion of an error of a ZooKeeper request made for `path` (a lock, count or
+    /// node path, or a namespace): a refusal for lack of permission, which ZooKeeper reports
+    /// without the path, becomes [`Error::NoAuth`] naming it; every other error is kept as it is.
+    pub(crate) fn from_zookeeper(error: zookeeper_client::Error, path: &str) -> Self {
+        match error {
+            zookeeper_client::Error::NoAuth => Self::NoAuth { path: path.to_owned() },
+            other => Self::Zookeeper(other),
+        }
+    }
+
+    /// [`from_zookeeper`](Self::from_zookeeper) for an error already converted without the path.
     pub(crate) fn at_path(self, path: &str) -> Self {
         match self {
-            Self::Zookeeper(zookeeper_client::Error::NoAuth) => Self::NoAuth { path: path.to_owned() },
+            Self::Zookeeper(error) => Self::from_zookeeper(error, path),
             other => other,
         }
     }

@@ -94,7 +94,7 @@ async fn connect(config: &ClientConfig, deadline: Instant) -> Result<zookeeper_c
     let options = CreateMode::Persistent.with_acls(acls_of(config.acl.as_deref()));
     match zk.mkdir(namespace, &options).await {
         Ok(()) | Err(ZkError::NodeExists) => {}
-        Err(ZkError::NoAuth) => return Err(Error::NoAuth { path: namespace.clone() }),
+        Err(ZkError::NoAuth) => return Err(Error::from_zookeeper(ZkError::NoAuth, namespace)),
         Err(e) => {
             return Err(connect_error(&config.connect_string, format!("cannot create namespace `{namespace}`: {e}")))
         }

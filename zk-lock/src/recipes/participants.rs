@@ -146,8 +146,10 @@ pub async fn participants(path: &str) -> Result<Vec<Participant>> {
 /// # Errors
 ///
 /// - [`Error::InvalidPath`](crate::Error::InvalidPath) if `path` is not a valid lock path.
-/// - [`Error::Zookeeper`](crate::Error::Zookeeper) if ZooKeeper refuses a read (no permission,
-///   session expired).
+/// - [`Error::NoAuth`](crate::Error::NoAuth) naming `path` if the ACL of the lock's nodes does
+///   not let this client list or read them.
+/// - [`Error::Zookeeper`](crate::Error::Zookeeper) if ZooKeeper refuses a read for another
+///   reason (session expired).
 /// - [`Error::ClientClosed`](crate::Error::ClientClosed) once the client is closed
 ///   ([`Client::close`](crate::Client::close), [`shutdown`](crate::shutdown)).
 ///
@@ -157,7 +159,7 @@ pub async fn participants(path: &str) -> Result<Vec<Participant>> {
 pub async fn participants_with(client: &Client, path: &str) -> Result<Vec<Participant>> {
     validate_lock_path(path)?;
     let session = client.session(path).await?;
-    let mut found = read_participants(&session.zk, path).await?;
+    let mut found = read_participants(&session.zk, path).await.map_err(|e| e.at_path(path))?;
     mark_waiting_lease(&mut found);
     Ok(found)
 }

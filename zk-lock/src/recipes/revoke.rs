@@ -47,7 +47,10 @@ pub async fn revoke(path: &str) -> Result<usize> {
 /// # Errors
 ///
 /// - [`Error::InvalidPath`] if `path` is not a valid lock path.
-/// - [`Error::Zookeeper`] if ZooKeeper refuses a read or a write (no permission, session expired).
+/// - [`Error::NoAuth`] naming `path` if the ACL of the lock's nodes does not let this client list
+///   or read them, or write into a holder's node.
+/// - [`Error::Zookeeper`] if ZooKeeper refuses a read or a write for another reason (session
+///   expired).
 /// - [`Error::ClientClosed`] once the client is closed
 ///   ([`Client::close`](crate::Client::close), [`shutdown`](crate::shutdown)).
 ///
@@ -60,7 +63,8 @@ pub async fn revoke_with(client: &Client, path: &str) -> Result<usize> {
     let session = client.session(path).await?;
     let zk = &session.zk;
     let holders: Vec<String> = read_participants(zk, path)
-        .await?
+        .await
+        .map_err(|e| e.at_path(path))?
         .into_iter()
         .filter(|p| p.role == Role::Holder)
         .map(|p| p.node_path)
@@ -73,7 +77,7 @@ pub async fn revoke_with(client: &Client, path: &str) -> Result<usize> {
             Ok(()) => asked += 1,
             // Released since the listing: nobody to ask.
             Err(ZkError::NoNode) => {}
-            Err(error) => return Err(error.into()),
+            Err(error) => return Err(Error::from_zookeeper(error, path)),
         }
     }
     Ok(asked)
@@ -91,6 +95,7 @@ pub async fn revoke_with(client: &Client, path: &str) -> Result<usize> {
 /// - [`Error::Zookeeper`] with [`zookeeper_client::Error::NoNode`] if the node does not exist
 ///   (its owner released it, or the path is wrong). Curator's `Revoker` ignores that case;
 ///   [`revoke_with`] skips it too.
+/// - [`Error::NoAuth`] naming `node_path` if the node's ACL does not let this client write it.
 /// - [`Error::Zookeeper`] if ZooKeeper refuses the write for another reason.
 /// - [`Error::ClientClosed`] once the client is closed
 ///   ([`Client::close`](crate::Client::close), [`shutdown`](crate::shutdown)).
@@ -113,8 +118,9 @@ pub async fn revoke_node(client: &Client, node_path: &str) -> Result<()> {
     }
     let session = client.session(node_path).await?;
     let zk = &session.zk;
-    finish_write(zk, node_path, zk.set_data(node_path, REVOKE_MESSAGE, None)).await?;
-    Ok(())
+    finish_write(zk, node_path, zk.set_data(node_path, REVOKE_MESSAGE, None))
+        .await
+        .map_err(|e| Error::from_zookeeper(e, node_path))
 }
 
 /// Awaits a `__REVOKE__` write, writing again after a broken connection hid its outcome: the

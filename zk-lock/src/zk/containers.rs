@@ -25,7 +25,6 @@ pub(crate) async fn create_containers(zk: &ZkClient, path: &str, acls: Acls<'_>)
     match zk.mkdir(path, &CreateMode::Container.with_acls(acls)).await {
         Ok(()) | Err(ZkError::NodeExists) => Ok(()),
         Err(ZkError::NoNode) => Err(missing_chroot()),
-        Err(ZkError::NoAuth) => Err(Error::NoAuth { path: path.to_owned() }),
-        Err(error) => Err(error.into()),
+        Err(error) => Err(Error::from_zookeeper(error, path)),
     }
 }
