@@ -73,6 +73,8 @@ async fn run_with(
     connect_string: &str,
     credentials: Option<&credentials::Digest>,
 ) -> Result<Option<Report>, CliError> {
+    // What needs no server is checked first: a bad path costs no connection attempt.
+    check_path(&args.command)?;
     let watching = matches!(args.command, Command::Watch { .. });
     let connecting = connect::connect(connect_string, args.timeout, credentials);
     let client = match watching {
@@ -100,6 +102,17 @@ async fn run_with(
     // not stay listed among the server's sessions. An unreachable server expires it anyway.
     let _ = tokio::time::timeout(CLOSE_PATIENCE, client.close()).await;
     outcome
+}
+
+/// Refuses a command's path that no lock can have (`tree /` lists from the root).
+fn check_path(command: &Command) -> Result<(), CliError> {
+    let path = match command {
+        Command::Tree { path } if path == "/" => return Ok(()),
+        Command::Inspect { path } | Command::Watch { path, .. } | Command::Revoke { path } | Command::Tree { path } => {
+            path
+        }
+    };
+    zk_lock::validate_lock_path(path).map_err(|e| CliError::from_lock(path, e))
 }
 
 /// How long the command waits for the server to confirm that its session ended.

@@ -306,6 +306,23 @@ async fn usage_errors_are_exit_code_2_and_say_what_is_allowed() {
     }
 }
 
+/// A path no lock can have is refused before connecting: at once, with no server at all, and
+/// named (it used to spend the whole connect timeout and then speak of the connection).
+#[tokio::test]
+async fn a_bad_path_is_refused_before_connecting() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let connect = format!("127.0.0.1:{port}");
+    for (command, path) in [("inspect", "bad path"), ("watch", "/a//b"), ("revoke", "relative"), ("tree", "/x/")] {
+        let started = Instant::now();
+        let output = zk_lock(&[command, path, "--connect", &connect, "--timeout", "5s"]).await;
+        let took = started.elapsed();
+        assert_eq!(code(&output), 2, "{command} {path}: {}", stderr(&output));
+        assert!(stderr(&output).contains(&format!("invalid lock path `{path}`")), "{command}: {}", stderr(&output));
+        assert!(!stderr(&output).contains("connect"), "{command}: {}", stderr(&output));
+        assert!(took < Duration::from_secs(2), "{command} {path} took {took:?}: it tried to connect");
+    }
+}
+
 #[tokio::test]
 async fn an_unreachable_server_is_exit_code_3_within_the_timeout() {
     // A port nobody listens on: bound, then freed.
