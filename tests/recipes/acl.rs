@@ -227,3 +227,77 @@ async fn participants_and_revoke_without_the_credentials_are_refused_naming_the_
     guard.release().await.unwrap();
     read_guard.release().await.unwrap();
 }
+
+/// Issue 24: `.acl(&Acls::anyone_read())` without credentials used to be accepted; the first lock
+/// left a container parent that only allowed READ, which ZooKeeper never reaps (it never had a
+/// child), and every later client of the path got `NoAuth`. It is refused before connecting.
+#[tokio::test]
+async fn an_acl_that_would_not_let_the_client_use_its_own_nodes_is_refused_before_anything_is_created() {
+    let path = "/it-acl-own-nodes/svc/job";
+    let started = Instant::now();
+    let read_only = Client::builder(server().connect_string()).acl(&Acls::anyone_read()).connect().await;
+    match read_only {
+        Err(error @ Error::Connect { .. }) => {
+            let message = error.to_string();
+            assert!(message.contains("the ACL [world:anyone:READ] grants this client READ"), "{message}");
+            assert!(message.contains("a lock needs READ|CREATE|DELETE"), "{message}");
+            assert!(message.contains("`Acls::creator_all()` with `.auth("), "{message}");
+        }
+        other => panic!("expected Error::Connect, got {other:?}"),
+    }
+    let another_user = [Acl::new(Permission::ALL, AuthId::new("digest", "it-acl-other:aGFzaA=="))];
+    let refused = Client::builder(server().connect_string()).auth("digest", OWNER).acl(&another_user).connect().await;
+    assert!(
+        matches!(&refused, Err(Error::Connect { reason, .. }) if reason.contains("[digest:it-acl-other:ALL] grants this client NONE")),
+        "{refused:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(1), "no connection was tried");
+
+    let plain = anonymous().await;
+    assert_eq!(plain.zookeeper().check_stat("/it-acl-own-nodes").await.unwrap(), None, "nothing was created");
+    let guard = Mutex::with_client(&plain, path).try_lock().await.expect("the path is free for everyone");
+    guard.release().await.unwrap();
+}
+
+/// An ACL whose match only the server can tell (here an address the client does not have) is
+/// accepted at connect; when it then refuses the client, the parents it just made with it are
+/// removed again, and a well-configured client uses the same paths.
+#[tokio::test]
+async fn parents_that_refuse_their_creator_are_removed_and_the_path_stays_usable() {
+    let root = "/it-acl-unusable";
+    let plain = anonymous().await;
+    let zk = plain.zookeeper();
+    zk.create(root, b"", &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.unwrap();
+    zk.create(&format!("{root}/existing"), b"", &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.unwrap();
+    let elsewhere = [Acl::new(Permission::ALL, AuthId::new("ip", "10.255.255.1"))];
+    let misconfigured = Client::builder(server().connect_string()).acl(&elsewhere).connect().await.unwrap();
+
+    // Refused creating a parent below one it made (`svc/job` under `svc`), creating its lock node
+    // in a parent it made (`existing/job`), its lease request (`sem/locks`) and its count.
+    let mutex_paths = [format!("{root}/svc/job"), format!("{root}/existing/job")];
+    for path in &mutex_paths {
+        let refused = Mutex::with_client(&misconfigured, path).try_lock().await;
+        assert!(matches!(&refused, Err(Error::NoAuth { path: p }) if p == path), "{path}: {refused:?}");
+    }
+    let semaphore = format!("{root}/sem");
+    let refused = Semaphore::with_client(&misconfigured, &semaphore, 2).acquire_timeout(PATIENCE).await;
+    assert!(matches!(&refused, Err(Error::NoAuth { path: p }) if *p == semaphore), "{refused:?}");
+    let count = format!("{root}/counts/workers");
+    let refused = SharedCount::with_client(&misconfigured, &count, 2).start().await;
+    assert!(matches!(&refused, Err(Error::NoAuth { path: p }) if *p == count), "{refused:?}");
+
+    let mut left = zk.list_children(root).await.unwrap();
+    left.sort();
+    assert_eq!(left, ["existing"], "every parent the misconfigured client made is gone");
+    assert!(zk.list_children(&format!("{root}/existing")).await.unwrap().is_empty());
+
+    for path in &mutex_paths {
+        let guard = Mutex::with_client(&plain, path).try_lock().await.expect("the path is usable");
+        guard.release().await.unwrap();
+    }
+    let permit = Semaphore::with_client(&plain, &semaphore, 2).try_acquire().await.expect("the semaphore too");
+    permit.release().await.unwrap();
+    let count = SharedCount::with_client(&plain, &count, 2);
+    count.start().await.expect("and the count");
+    assert_eq!(count.get(), 2);
+}

@@ -97,7 +97,7 @@ pub enum Error {
     /// there were created with an ACL that this client's credentials do not satisfy. Every
     /// request of the crate reports a refusal this way: acquisitions, shared counts,
     /// [`participants`](crate::participants), [`revoke`](crate::revoke), the namespace node.
-    #[error("not authorized for `{path}`: zookeeper refused the request (NoAuth) because of the ACL of the nodes there; connect with the credentials that ACL names (`ClientBuilder::auth`), or use another path")]
+    #[error("not authorized for `{path}`: zookeeper refused the request (NoAuth) because of the ACL of the nodes there; connect with the credentials that ACL names (`ClientBuilder::auth`), or use another path; nodes this client creates get its own ACL (`ClientBuilder::acl`), which must grant it READ, CREATE and DELETE")]
     NoAuth {
         /// The path the request was for: the lock or count path ([`revoke_node`](crate::revoke_node):
         /// the node's path; at connect: the namespace).

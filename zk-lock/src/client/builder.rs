@@ -111,8 +111,15 @@ impl ClientBuilder {
     /// # Ok(()) }
     /// ```
     ///
-    /// A connect fails with [`Error::Connect`] when the list is empty, or when it names the
-    /// `auth` scheme (as `creator_all` does) but no credentials were added.
+    /// A connect fails with [`Error::Connect`], before anything is created, when the list is
+    /// empty, when it names the `auth` scheme (as `creator_all` does) but no credentials were
+    /// added, or when it would not grant this client `READ`, `CREATE` and `DELETE` (as
+    /// [`Acls::anyone_read()`](crate::Acls::anyone_read) alone does not): the client could not
+    /// use the parents it creates, and a parent that never had a child is never removed by
+    /// ZooKeeper. Entries only the server can match (`ip`, `x509`, a `digest` entry for this
+    /// client's user, whose password hash is the server's to check) are taken to apply; when the
+    /// server then refuses, the parents the client just made for that lock are deleted again
+    /// (those still without children).
     pub fn acl(mut self, acl: &[Acl]) -> Self {
         self.config.acl = Some(acl.to_vec());
         self

@@ -64,7 +64,9 @@ pub(super) fn acls_of(acl: Option<&[Acl]>) -> Acls<'_> {
     }
 }
 
-/// Refuses, before any request, an ACL that the server would reject on every create.
+/// Refuses, before any request, an ACL that the server would reject on every create, or one
+/// that would not let this client use the nodes it creates with it (see [`grantable`]): its
+/// first lock would leave behind a parent nobody could use.
 fn check_acl(config: &ClientConfig) -> Result<()> {
     let Some(acl) = &config.acl else { return Ok(()) };
     if acl.is_empty() {
@@ -85,7 +87,64 @@ fn check_acl(config: &ClientConfig) -> Result<()> {
                 .to_owned(),
         ));
     }
+    let granted = grantable(acl, &config.auth);
+    if !granted.has(needed()) {
+        let entries: Vec<String> = acl.iter().map(describe_acl).collect();
+        return Err(connect_error(
+            &config.connect_string,
+            format!(
+                "the ACL [{}] grants this client {granted} on the nodes it creates, but a lock needs \
+                 READ|CREATE|DELETE there: every node the client creates gets this ACL, the parents of \
+                 lock paths too, and the client creates and deletes its lock nodes in them (CREATE, \
+                 DELETE) and lists and reads them (READ); give an ACL that grants this client those, \
+                 like `Acls::creator_all()` with `.auth(\"digest\", \"user:password\")` or the default \
+                 `Acls::anyone_all()`, and add entries for others (such as READ for anyone) beside it",
+                entries.join(", ")
+            ),
+        ));
+    }
     Ok(())
+}
+
+/// What a client needs on every node it creates: CREATE and DELETE on the parents of lock paths
+/// (which it creates with its ACL), to make and remove its lock and lease nodes there; READ to
+/// list them and to read the nodes ahead of its own. (WRITE is for shared counts and revocation,
+/// ADMIN for nothing.)
+fn needed() -> Permission {
+    Permission::READ | Permission::CREATE | Permission::DELETE
+}
+
+/// The permissions `acl` may grant a client with the credentials `auth`: `world:anyone`'s, the
+/// creator's own (`auth`, expanded by the server to the client's credentials), and a `digest`
+/// entry's when the client authenticates as its user (the password's hash is the server's to
+/// check). Entries of other digest users grant nothing; entries whose match only the server can
+/// tell (`ip`, `x509`, `sasl`, other schemes) are taken to grant what they say, so an ACL is
+/// refused only when it certainly cannot work.
+fn grantable(acl: &[Acl], auth: &[(String, Vec<u8>)]) -> Permission {
+    let digest_users: Vec<&[u8]> = auth
+        .iter()
+        .filter(|(scheme, _)| scheme == "digest")
+        .map(|(_, credentials)| credentials.split(|&b| b == b':').next().unwrap_or_default())
+        .collect();
+    let applies = |acl: &Acl| match acl.scheme() {
+        "world" => acl.id() == "anyone",
+        "auth" => !auth.is_empty(),
+        "digest" => {
+            let user = acl.id().split(':').next().unwrap_or_default();
+            digest_users.contains(&user.as_bytes())
+        }
+        _ => true,
+    };
+    acl.iter().filter(|acl| applies(acl)).fold(Permission::NONE, |granted, acl| granted | acl.permission())
+}
+
+/// An ACL entry as `scheme:id:PERMISSIONS`; a digest entry shows its user, not the password's hash.
+fn describe_acl(acl: &Acl) -> String {
+    let id = match acl.scheme() {
+        "digest" => acl.id().split(':').next().unwrap_or_default(),
+        _ => acl.id(),
+    };
+    format!("{}:{id}:{}", acl.scheme(), acl.permission())
 }
 
 async fn connect(config: &ClientConfig, deadline: Instant) -> Result<zookeeper_client::Client> {
@@ -218,4 +277,62 @@ fn describe_connect_failure(error: &ZkError) -> String {
 
 fn connect_error(connect_string: &str, reason: String) -> Error {
     Error::Connect { connect_string: connect_string.to_owned(), reason }
+}
+
+#[cfg(test)]
+mod tests {
+    use zookeeper_client::AuthId;
+
+    use super::*;
+
+    fn config(acl: &[Acl], auth: &[&str]) -> ClientConfig {
+        let mut config = ClientConfig::new("127.0.0.1:2181".to_owned());
+        config.acl = Some(acl.to_vec());
+        config.auth = auth.iter().map(|credentials| ("digest".to_owned(), credentials.as_bytes().to_vec())).collect();
+        config
+    }
+
+    fn refusal(acl: &[Acl], auth: &[&str]) -> Option<String> {
+        match check_acl(&config(acl, auth)) {
+            Ok(()) => None,
+            Err(Error::Connect { reason, .. }) => Some(reason),
+            Err(other) => panic!("expected Error::Connect, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_acl_that_does_not_let_the_client_use_its_own_nodes_is_refused() {
+        let reason = refusal(&Acls::anyone_read(), &[]).expect("anyone READ only");
+        assert!(reason.contains("the ACL [world:anyone:READ] grants this client READ"), "{reason}");
+        assert!(reason.contains("needs READ|CREATE|DELETE"), "{reason}");
+        assert!(reason.contains("`Acls::creator_all()` with `.auth("), "{reason}");
+
+        let no_delete = [Acl::new(Permission::READ | Permission::CREATE, AuthId::anyone())];
+        assert!(refusal(&no_delete, &[]).is_some_and(|r| r.contains("grants this client READ|CREATE on")));
+        // Another digest user's entry: the hash is never shown.
+        let theirs = [Acl::new(Permission::ALL, AuthId::new("digest", "billing:c2VjcmV0aGFzaA=="))];
+        let reason = refusal(&theirs, &["orders:secret"]).expect("another user's entry grants nothing");
+        assert!(reason.contains("[digest:billing:ALL] grants this client NONE"), "{reason}");
+        assert!(!reason.contains("c2VjcmV0aGFzaA"), "{reason}");
+        // Entries that add up to enough, or grant the creator everything.
+        let split = [
+            Acl::new(Permission::READ, AuthId::anyone()),
+            Acl::new(Permission::CREATE | Permission::DELETE, AuthId::new("digest", "orders:aGFzaA==")),
+        ];
+        assert_eq!(refusal(&split, &["orders:secret"]), None);
+        let without_the_user = refusal(&split, &[]);
+        assert!(without_the_user.is_some_and(|r| r.contains("grants this client READ on")), "READ only");
+        assert_eq!(refusal(&Acls::creator_all(), &["orders:secret"]), None);
+        assert_eq!(refusal(&Acls::anyone_all(), &[]), None);
+    }
+
+    #[test]
+    fn entries_only_the_server_can_match_are_given_the_benefit_of_the_doubt() {
+        // The server decides whether the client's address or certificate matches: accepted here,
+        // and parents that then refuse the client are removed again (`CreatedParents`).
+        for scheme in [("ip", "10.0.0.0/8"), ("x509", "CN=orders"), ("sasl", "orders")] {
+            let acl = [Acl::new(Permission::ALL, AuthId::new(scheme.0, scheme.1))];
+            assert_eq!(refusal(&acl, &[]), None, "{scheme:?}");
+        }
+    }
 }

@@ -35,7 +35,7 @@ use super::attempt::Attempt;
 use super::claim::Claim;
 use super::lease_count::{taken, until_full, LeaseLimit};
 use super::not_granted::NotGranted;
-use super::queue::{wait_for_grant, LockSpec};
+use super::queue::{remove_refused_parents, wait_for_grant, LockSpec};
 use super::ungranted::{Created, UngrantedNode};
 use crate::background;
 use crate::layout::{
@@ -44,7 +44,7 @@ use crate::layout::{
 };
 use crate::session::Session;
 use crate::trace;
-use crate::zk::{create_containers, Reconnects};
+use crate::zk::{create_containers, CreatedParents, Reconnects};
 
 /// What a semaphore asks for.
 pub(crate) struct LeaseSpec<'a> {
@@ -361,6 +361,7 @@ async fn create_then_list(
 ) -> Result<Vec<Vec<String>>, NotGranted> {
     let options = CreateMode::EphemeralSequential.with_acls(acls);
     let mut reconnects = Reconnects::new(zk);
+    let mut made_parents: Option<CreatedParents> = None;
     loop {
         let paths: Vec<Option<String>> =
             nodes.iter().map(|node| node.made.is_none().then(|| node.node.create_path(node.lock_name))).collect();
@@ -382,7 +383,8 @@ async fn create_then_list(
         for (node, create) in nodes.iter_mut().zip(creates) {
             let Some(create) = create else { continue };
             let reply = create.await;
-            match node.node.settle_create(zk, &mut reconnects, node.lock_name, reply).await? {
+            let settled = node.node.settle_create(zk, &mut reconnects, node.lock_name, reply).await;
+            match remove_refused_parents(zk, &mut made_parents, settled).await? {
                 Created::Made(name, token) => node.made = Some((name, token)),
                 Created::ParentMissing => {
                     if !missing_parents.contains(&node.parent) {
@@ -395,7 +397,9 @@ async fn create_then_list(
         }
         let listed = listing.await;
         for parent in &missing_parents {
-            create_containers(zk, parent, acls).await?;
+            let made = create_containers(zk, parent, acls).await;
+            let made = remove_refused_parents(zk, &mut made_parents, made.map_err(NotGranted::from)).await?;
+            made_parents.get_or_insert_with(CreatedParents::default).append(made);
         }
         if again {
             continue;

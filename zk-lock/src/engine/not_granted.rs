@@ -15,6 +15,13 @@ pub(crate) enum NotGranted {
     Error(Error),
 }
 
+impl NotGranted {
+    /// Whether ZooKeeper refused a request for lack of permission.
+    pub(crate) fn is_no_auth(&self) -> bool {
+        matches!(self, Self::Error(Error::Zookeeper(ZkError::NoAuth) | Error::NoAuth { .. }))
+    }
+}
+
 impl From<ZkError> for NotGranted {
     fn from(error: ZkError) -> Self {
         match error {

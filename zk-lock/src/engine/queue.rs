@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::layout::{new_protected_prefix, Queue, SequenceNode};
 use crate::session::Session;
 use crate::trace;
-use crate::zk::{create_containers, list_children, Reconnects};
+use crate::zk::{create_containers, list_children, CreatedParents, Reconnects};
 
 /// What a recipe asks of the engine.
 pub(crate) struct LockSpec<'a> {
@@ -107,15 +107,17 @@ async fn join_queue(
     let create_path = node.create_path(spec.queue.lock_name());
     let options = CreateMode::EphemeralSequential.with_acls(acls);
     let mut reconnects = Reconnects::new(zk);
+    let mut made_parents = None;
     loop {
         node.sent();
         let create = zk.create(&create_path, spec.data, &options);
         let list = zk.list_children(spec.path);
         let (created, listed) = tokio::join!(create, list);
-        let (name, token) = match node.settle_create(zk, &mut reconnects, spec.queue.lock_name(), created).await? {
+        let settled = node.settle_create(zk, &mut reconnects, spec.queue.lock_name(), created).await;
+        let (name, token) = match remove_refused_parents(zk, &mut made_parents, settled).await? {
             Created::Made(name, token) => (name, token),
             Created::ParentMissing => {
-                create_containers(zk, spec.path, acls).await?;
+                made_parents = Some(create_containers(zk, spec.path, acls).await?);
                 continue;
             }
             Created::NotMade => continue,
@@ -126,6 +128,24 @@ async fn join_queue(
         };
         return Ok((name, token, children));
     }
+}
+
+/// Passes `settled` on, the outcome of a create in parents that this attempt may have just made
+/// (`made`); if the create was refused for lack of permission, those parents are removed first:
+/// their ACL, the client's, does not let it use them, and nobody else could either.
+pub(super) async fn remove_refused_parents<T>(
+    zk: &ZkClient,
+    made: &mut Option<CreatedParents>,
+    settled: std::result::Result<T, NotGranted>,
+) -> std::result::Result<T, NotGranted> {
+    if let Err(refused) = &settled {
+        if refused.is_no_auth() {
+            if let Some(made) = made.take() {
+                made.remove(zk).await;
+            }
+        }
+    }
+    settled
 }
 
 /// Waits until the node `name` under `parent` is deleted: told by its owner when it is a node

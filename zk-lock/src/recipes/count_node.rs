@@ -68,6 +68,7 @@ pub(super) async fn create_and_watch(
 ) -> Result<(VersionedCount, DataWatch)> {
     let options = CreateMode::Persistent.with_acls(acls);
     let mut reconnects = Reconnects::new(zk);
+    let mut made_parents = None;
     loop {
         let create = zk.create(path, &initial.to_be_bytes(), &options);
         let read = zk.get_and_watch_data(path);
@@ -75,8 +76,15 @@ pub(super) async fn create_and_watch(
         match created {
             Ok(_) | Err(ZkError::NodeExists) => {}
             Err(ZkError::NoNode) => {
-                create_containers(zk, &path[..path.rfind('/').unwrap_or(0)], acls).await?;
+                made_parents = Some(create_containers(zk, &path[..path.rfind('/').unwrap_or(0)], acls).await?);
                 continue;
+            }
+            // The parents just made refuse this client: remove them (see `CreatedParents`).
+            Err(ZkError::NoAuth) => {
+                if let Some(made) = made_parents.take() {
+                    made.remove(zk).await;
+                }
+                return Err(Error::from_zookeeper(ZkError::NoAuth, path));
             }
             // A create applied before the reply was lost shows as NodeExists next time.
             Err(error) => {

@@ -9,7 +9,7 @@ mod list;
 mod protected;
 mod retry;
 
-pub(crate) use containers::create_containers;
+pub(crate) use containers::{create_containers, CreatedParents};
 pub(crate) use list::list_children;
 pub(crate) use protected::find_protected;
 pub(crate) use retry::{broke_connection, delete_with_retry, until_connected, Reconnects};
