@@ -50,6 +50,7 @@ mod holders;
 mod lock_order;
 mod macro_tracing;
 mod macros;
+mod max_hold;
 mod multi_lock;
 mod mutex;
 mod participants;

@@ -43,9 +43,9 @@ impl Attribute {
     /// The arguments this attribute accepts, in the order the documentation gives them.
     fn keys(self) -> &'static [&'static str] {
         match self {
-            Self::Mutex | Self::Read | Self::Write => &["path", "timeout", "client", "guard", "on_lost"],
-            Self::Semaphore => &["path", "permits", "timeout", "client", "guard", "on_lost"],
-            Self::Multi => &["paths", "timeout", "client", "guard", "on_lost"],
+            Self::Mutex | Self::Read | Self::Write => &["path", "timeout", "max_hold", "client", "guard", "on_lost"],
+            Self::Semaphore => &["path", "permits", "timeout", "max_hold", "client", "guard", "on_lost"],
+            Self::Multi => &["paths", "timeout", "max_hold", "client", "guard", "on_lost"],
         }
     }
 
@@ -87,6 +87,8 @@ pub(crate) struct Args {
     /// One template, or several for `#[zk_multi_lock]`.
     pub paths: Vec<PathArg>,
     pub timeout: Option<Duration>,
+    /// `max_hold = ".."`: more than zero.
+    pub max_hold: Option<Duration>,
     pub client: Option<LitStr>,
     pub guard: Option<Ident>,
     pub on_lost: OnLost,
@@ -106,6 +108,7 @@ impl Args {
             attribute,
             paths: Vec::new(),
             timeout: None,
+            max_hold: None,
             client: None,
             guard: None,
             on_lost: OnLost::Abort,
@@ -171,6 +174,7 @@ fn parse_pairs(args: &mut Args, input: ParseStream, errors: &mut Errors) -> syn:
         if !input.peek(Token![=]) {
             let example = match name.as_str() {
                 "timeout" => "timeout = \"5s\"".to_owned(),
+                "max_hold" => "max_hold = \"30s\"".to_owned(),
                 "client" => "client = \"orders\"".to_owned(),
                 "guard" => "guard = g".to_owned(),
                 "on_lost" => "on_lost = \"ignore\"".to_owned(),
@@ -261,9 +265,25 @@ fn set(args: &mut Args, name: &str, value: &Expr) -> syn::Result<()> {
                     "`timeout` takes a string with a unit, like `timeout = \"5s\"`, `\"250ms\"` or `\"1m30s\"`".into(),
                 );
             };
-            let parsed =
-                duration::parse(&literal.value()).map_err(|message| syn::Error::new(literal.span(), message))?;
+            let parsed = duration::parse("timeout", &literal.value())
+                .map_err(|message| syn::Error::new(literal.span(), message))?;
             args.timeout = Some(parsed);
+        }
+        "max_hold" => {
+            let Some(literal) = string(value) else {
+                return err(
+                    "`max_hold` takes a string with a unit, like `max_hold = \"30s\"`, `\"500ms\"` or `\"2m\"`".into(),
+                );
+            };
+            let parsed = duration::parse("max_hold", &literal.value())
+                .map_err(|message| syn::Error::new(literal.span(), message))?;
+            if parsed.is_zero() {
+                return Err(syn::Error::new(
+                    literal.span(),
+                    "`max_hold` is zero: every hold would end as it is granted; give the longest time the body may hold the lock, like `max_hold = \"30s\"`",
+                ));
+            }
+            args.max_hold = Some(parsed);
         }
         "client" => {
             let Some(literal) = string(value) else {

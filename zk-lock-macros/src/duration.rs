@@ -18,9 +18,9 @@ const UNIT_LIST: &str = "`h`, `m`, `s`, `ms`, `us`, `ns`";
 /// Parses `text` (`"5s"`, `"250ms"`, `"1m30s"`, `"0s"`): one or more whole numbers, each
 /// followed by a unit, with units from largest to smallest and each at most once.
 ///
-/// The error is a complete message about `timeout = "<text>"`.
-pub(crate) fn parse(text: &str) -> Result<Duration, String> {
-    let shown = format!("`timeout = {text:?}`");
+/// The error is a complete message about `<key> = "<text>"`.
+pub(crate) fn parse(key: &str, text: &str) -> Result<Duration, String> {
+    let shown = format!("`{key} = {text:?}`");
     if text.trim().is_empty() {
         return Err(format!(
             "{shown} is empty; write a number with a unit, like \"5s\", \"250ms\" or \"1m30s\" (units: {UNIT_LIST})"
@@ -34,7 +34,7 @@ pub(crate) fn parse(text: &str) -> Result<Duration, String> {
         let digits_len = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
         if digits_len == 0 {
             return Err(match rest.chars().next() {
-                Some('-') => format!("{shown} is negative; a timeout is zero or more, like \"0s\" or \"5s\""),
+                Some('-') => format!("{shown} is negative; a duration is zero or more, like \"0s\" or \"5s\""),
                 Some(c) if c.is_whitespace() => {
                     format!("{shown} contains spaces; write numbers and units together, like \"1m30s\"")
                 }
@@ -102,11 +102,11 @@ mod tests {
     use super::*;
 
     fn ok(text: &str) -> Duration {
-        parse(text).unwrap_or_else(|e| panic!("{text:?} rejected: {e}"))
+        parse("timeout", text).unwrap_or_else(|e| panic!("{text:?} rejected: {e}"))
     }
 
     fn err(text: &str) -> String {
-        match parse(text) {
+        match parse("timeout", text) {
             Ok(d) => panic!("{text:?} accepted as {d:?}"),
             Err(message) => {
                 assert!(message.contains(&format!("`timeout = {text:?}`")), "{message}");

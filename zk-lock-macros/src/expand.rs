@@ -87,6 +87,10 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> TokenStream {
             (Literal::u64_unsuffixed(timeout.as_secs()), Literal::u32_unsuffixed(timeout.subsec_nanos()));
         lock.extend(quote!(.timeout(#secs, #nanos)));
     }
+    if let Some(limit) = args.max_hold {
+        let (secs, nanos) = (Literal::u64_unsuffixed(limit.as_secs()), Literal::u32_unsuffixed(limit.subsec_nanos()));
+        lock.extend(quote!(.max_hold(#secs, #nanos)));
+    }
     let acquire = match args.attribute {
         Attribute::Mutex => quote!(mutex(#path)),
         Attribute::Read => quote!(read(#path)),

@@ -43,13 +43,19 @@ use crate::args::Attribute;
 ///   `"1m30s"`; then the call returns `Error::Timeout`. `"0s"` tries once and returns
 ///   `Error::Busy` if the lock is held. Without it the client's default applies (none unless
 ///   configured: wait as long as it takes).
+/// - `max_hold = "<duration>"`: the longest the lock may be held, like `"30s"`. At the limit
+///   the library ends the hold whatever the body is doing: the body is dropped, the call
+///   returns `Error::Lost` with `LostReason::MaxHoldReached` (naming the path and the limit),
+///   and the lock's node is deleted by the library's own thread, so the next waiter is granted
+///   even if this function's runtime is blocked; a late write of this body carries a fencing
+///   token older than the next holder's. Not zero.
 /// - `client = "<name>"`: the client installed with `ClientBuilder::install_as("<name>")`
 ///   instead of the default one.
 /// - `guard = <ident>`: binds a reference to the guard in the body, for
 ///   `<ident>.fencing_token()`.
 /// - `on_lost = "abort" | "ignore"`: with `"abort"` (the default) the body is dropped as soon
-///   as the lock is lost (session expiry, node deleted) and the call returns `Error::Lost`;
-///   `"ignore"` lets the body finish.
+///   as the lock is lost (session expiry, node deleted, `max_hold` reached) and the call
+///   returns `Error::Lost`; `"ignore"` lets the body finish.
 ///
 /// # Requirements
 ///

@@ -124,6 +124,14 @@ pub enum LostReason {
     ConnectionLost,
     /// Somebody else deleted the lock node.
     NodeDeleted,
+    /// The hold reached its `max_hold` (`with_max_hold`, or the attribute's `max_hold = ".."`):
+    /// the library declared it lost and deleted its node itself, so that the next waiter is
+    /// granted even if this holder's runtime is stuck; a late write of this holder carries a
+    /// fencing token older than the next holder's.
+    MaxHoldReached {
+        /// The limit the hold reached.
+        limit: std::time::Duration,
+    },
 }
 
 impl std::fmt::Display for LostReason {
@@ -137,6 +145,13 @@ impl std::fmt::Display for LostReason {
                 "no reply from zookeeper for 3/5 of the session timeout; the session is given up before the server could expire it"
             }
             Self::NodeDeleted => "the lock node was deleted by someone else",
+            Self::MaxHoldReached { limit } => {
+                return write!(
+                    f,
+                    "it was held for its max_hold of {:?}, so the library ended the hold and deleted the lock node",
+                    limit
+                );
+            }
         })
     }
 }

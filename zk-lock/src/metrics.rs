@@ -54,6 +54,7 @@ fn reason_label(reason: LostReason) -> &'static str {
         LostReason::SessionClosed => "session_closed",
         LostReason::ConnectionLost => "connection_lost",
         LostReason::NodeDeleted => "node_deleted",
+        LostReason::MaxHoldReached { .. } => "max_hold",
     }
 }
 

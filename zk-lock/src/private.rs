@@ -126,13 +126,14 @@ pub struct Lock {
     sites: &'static [Declaration],
     client: Option<&'static str>,
     patience: Patience,
+    max_hold: Option<Duration>,
 }
 
 impl Lock {
     /// The lock declared at `sites` (one per path), with the default client and timeout.
     #[must_use]
     pub const fn declared(sites: &'static [Declaration]) -> Self {
-        Self { sites, client: None, patience: Patience::Default }
+        Self { sites, client: None, patience: Patience::Default, max_hold: None }
     }
 
     /// A lock declared nowhere, as one taken through the API, with the default client and
@@ -156,6 +157,13 @@ impl Lock {
         self
     }
 
+    /// `max_hold = ".."`.
+    #[must_use]
+    pub const fn max_hold(mut self, secs: u64, nanos: u32) -> Self {
+        self.max_hold = Some(Duration::new(secs, nanos));
+        self
+    }
+
     /// The client the attribute names, if it names one. The path's error comes first.
     fn client_for<T>(self, path: Result<T>) -> Result<(Option<Client>, T)> {
         let path = path?;
@@ -163,8 +171,13 @@ impl Lock {
     }
 
     fn target(self, path: Result<String>) -> Result<LockTarget> {
+        let max_hold = self.max_hold;
         let (client, path) = self.client_for(path)?;
-        Ok(LockTarget::new(client.as_ref(), path).declared_at(self.sites.first()))
+        let mut target = LockTarget::new(client.as_ref(), path).declared_at(self.sites.first());
+        if let Some(limit) = max_hold {
+            target.set_max_hold(limit);
+        }
+        Ok(target)
     }
 
     /// `#[zk_lock]`.
@@ -219,12 +232,18 @@ impl Lock {
     ///
     /// The first rendering error, or as [`MultiLock::lock`].
     pub async fn multi(self, paths: Result<Vec<String>>) -> Result<MultiGuard> {
+        let (patience, max_hold) = (self.patience, self.max_hold);
         let (client, paths) = self.client_for(paths)?;
         let targets = paths
             .into_iter()
             .enumerate()
             .map(|(i, path)| Mutex::on(LockTarget::new(client.as_ref(), path).declared_at(self.sites.get(i))));
-        MultiLock::from_members(targets.map(MultiMember::from)).acquire(self.patience).await
+        let lock = MultiLock::from_members(targets.map(MultiMember::from));
+        let lock = match max_hold {
+            Some(limit) => lock.with_max_hold(limit),
+            None => lock,
+        };
+        lock.acquire(patience).await
     }
 }
 

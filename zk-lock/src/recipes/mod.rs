@@ -44,6 +44,16 @@ macro_rules! lock_path_api {
             self
         }
 
+        #[doc = concat!("Limits how long each hold of this ", $what, " may last: when a hold reaches `limit`, the library ends it, whatever its holder is doing. The guard's `lost()` resolves with [`LostReason::MaxHoldReached`](crate::LostReason::MaxHoldReached) (an annotated function's body is dropped and the call returns [`Error::Lost`](crate::Error::Lost) naming the path and the limit), and the node is deleted through a session on the library's own thread, so the next waiter, in this process or another, is granted within `limit` and a round trip even when the holder's runtime is stuck. A holder that wakes up late has a fencing token older than the next holder's: a fenced store refuses its writes.")]
+        ///
+        /// The limit is checked when locking: zero, or more than 49 days, fails with
+        /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+        #[must_use]
+        pub fn with_max_hold(mut self, limit: std::time::Duration) -> Self {
+            self.$($target).+.set_max_hold(limit);
+            self
+        }
+
         #[doc = concat!("The ", $what, "'s path.")]
         pub fn path(&self) -> &str {
             &self.$($target).+.path
@@ -53,6 +63,7 @@ macro_rules! lock_path_api {
 
 pub(crate) mod acquire_loop;
 mod count_node;
+mod max_hold;
 pub(crate) mod multi_lock;
 pub(crate) mod mutex;
 pub(crate) mod participants;

@@ -30,6 +30,14 @@ pub enum MultiMember {
 }
 
 impl MultiMember {
+    fn with_max_hold(self, limit: std::time::Duration) -> Self {
+        match self {
+            Self::Mutex(mutex) => Self::Mutex(mutex.with_max_hold(limit)),
+            Self::Read(lock) => Self::Read(lock.with_max_hold(limit)),
+            Self::Write(lock) => Self::Write(lock.with_max_hold(limit)),
+        }
+    }
+
     fn path(&self) -> &str {
         match self {
             Self::Mutex(mutex) => mutex.path(),
@@ -103,6 +111,14 @@ impl MultiLock {
         members.sort_by(|a, b| a.path().cmp(b.path()).then(a.rank().cmp(&b.rank())));
         members.dedup_by(|a, b| a.path() == b.path() && a.rank() == b.rank());
         Self { members }
+    }
+
+    /// Limits how long each of its locks may be held: see [`Mutex::with_max_hold`]. The locks
+    /// are taken one after another, so each reaches the limit counted from its own grant.
+    #[must_use]
+    pub fn with_max_hold(mut self, limit: std::time::Duration) -> Self {
+        self.members = self.members.into_iter().map(|member| member.with_max_hold(limit)).collect();
+        self
     }
 
     /// The lock paths, in the order they are taken.

@@ -227,6 +227,7 @@ impl Semaphore {
     pub(crate) fn check_request(&self, n: u32) -> Result<()> {
         let path = &self.target.path;
         validate_lock_path(path)?;
+        self.target.check_max_hold()?;
         if let Limit::Fixed(max) = self.limit {
             if max == 0 {
                 return Err(never_granted(

@@ -5,11 +5,13 @@
 
 use std::panic::Location;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::time::Instant;
 use zookeeper_client::Acls;
 
 use super::acquire_loop;
+use super::max_hold;
 use super::patience::{Deadline, Patience};
 use crate::client::Client;
 use crate::declared::Declaration;
@@ -39,13 +41,15 @@ pub(crate) struct LockTarget {
     /// Where the recipe was made (`Mutex::new` and the like), which lock-order checking names
     /// for a lock taken through the API.
     pub made_at: &'static Location<'static>,
+    /// How long a hold may last before the library ends it (`with_max_hold`).
+    max_hold: Option<Duration>,
 }
 
 impl LockTarget {
     #[track_caller]
     pub(crate) fn new(client: Option<&Client>, path: String) -> Self {
         let made_at = Location::caller();
-        Self { client: client.cloned(), path, data: None, site: None, template: None, made_at }
+        Self { client: client.cloned(), path, data: None, site: None, template: None, made_at, max_hold: None }
     }
 
     /// The lock of the annotated function declared at `site`.
@@ -71,6 +75,15 @@ impl LockTarget {
 
     pub(crate) fn set_data(&mut self, data: Vec<u8>) {
         self.data = Some(data);
+    }
+
+    pub(crate) fn set_max_hold(&mut self, limit: Duration) {
+        self.max_hold = Some(limit);
+    }
+
+    /// Refuses a `max_hold` no hold could live with, before anything is asked of the server.
+    pub(crate) fn check_max_hold(&self) -> Result<()> {
+        max_hold::check(&self.path, self.max_hold)
     }
 
     /// The client given at construction, or the registry's default. The path is checked first,
@@ -105,8 +118,11 @@ impl LockTarget {
     /// and among the locks held.
     pub(crate) fn hold(&self, client: &Client, recipe: Recipe, granted: Grant, what: Granted<'_>) -> Arc<HeldNode> {
         let order = lock_order::granted(self.ordered());
-        let hold = HeldNode::new(client.id(), recipe, &self.path, self.template(), granted, order);
+        let hold = HeldNode::new(client.id(), recipe, &self.path, self.template(), granted, order, self.max_hold);
         grant_log::granted(recipe, &hold.path, &hold.node_path, hold.token, what);
+        if let Some(limit) = self.max_hold {
+            max_hold::enforce(client, &hold, limit);
+        }
         hold
     }
 
@@ -144,6 +160,7 @@ impl LockTarget {
     /// same lock.
     pub(crate) async fn acquire(&self, client: &Client, recipe: Recipe, patience: Patience) -> Result<Share> {
         validate_lock_path(&self.path)?;
+        self.check_max_hold()?;
         if let Some(enclosing) = self.enclosing(client, recipe) {
             return self.borrow(client, enclosing, patience).await;
         }

@@ -102,7 +102,9 @@ impl Follower {
     fn fired(&mut self, status: Arc<HeldStatus>, event: WatchedEvent) {
         match event.event_type {
             // Our own release deletes it too: a released node is not lost.
-            EventType::NodeDeleted => status.lose(LostReason::NodeDeleted),
+            EventType::NodeDeleted => {
+                status.lose(LostReason::NodeDeleted);
+            }
             EventType::NodeDataChanged if status.is_followed() => self.set_watch(status),
             // Released, or the session ended (its loss reaches every node).
             _ => {}

@@ -26,6 +26,8 @@ fn loss_code(reason: LostReason) -> u8 {
         LostReason::SessionClosed => 2,
         LostReason::ConnectionLost => 3,
         LostReason::NodeDeleted => 4,
+        // Its limit is the hold's own: the hold puts it back.
+        LostReason::MaxHoldReached { .. } => 5,
     };
     code << LOSS_SHIFT
 }
@@ -36,7 +38,8 @@ fn loss_of(state: u8) -> Option<LostReason> {
         1 => Some(LostReason::SessionExpired),
         2 => Some(LostReason::SessionClosed),
         3 => Some(LostReason::ConnectionLost),
-        _ => Some(LostReason::NodeDeleted),
+        4 => Some(LostReason::NodeDeleted),
+        _ => Some(LostReason::MaxHoldReached { limit: std::time::Duration::ZERO }),
     }
 }
 
@@ -88,11 +91,12 @@ impl HeldStatus {
         self.state.update(|state| (state & RELEASED == 0).then_some(state | RELEASED), |_| {})
     }
 
-    /// Records the loss, unless one is recorded already or the node was released.
-    pub(crate) fn lose(&self, reason: LostReason) {
+    /// Records the loss, unless one is recorded already or the node was released; returns
+    /// whether it did.
+    pub(crate) fn lose(&self, reason: LostReason) -> bool {
         let record = |state| followed(state).then_some(state | loss_code(reason));
         // Told first, so whoever wakes up on the loss also finds it traced.
-        self.state.update(record, |_| self.events.lost(reason));
+        self.state.update(record, |_| self.events.lost(reason))
     }
 
     /// Records a revocation request (once).
@@ -104,6 +108,11 @@ impl HeldStatus {
     /// Resolves with the loss once one is recorded. Cancel safe: it only observes.
     pub(crate) async fn until_lost(&self) -> LostReason {
         self.state.wait_for(loss_of).await
+    }
+
+    /// Resolves once the node is released or lost. Cancel safe: it only observes.
+    pub(crate) async fn until_let_go(&self) {
+        self.state.wait_for(|state| (!followed(state)).then_some(())).await
     }
 
     /// Resolves once a revocation request is recorded. Cancel safe: it only observes.

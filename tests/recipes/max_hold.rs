@@ -1,0 +1,173 @@
+//! `max_hold`: a hold that reaches its limit is ended by the library, and the next waiter is
+//! granted within the limit and a round trip, even when the holder's runtime is stuck.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::{Duration, Instant};
+
+use zk_lock::testing::{History, Outcome};
+use zk_lock::{zk_lock, Client, Error, LostReason, MultiLock, Mutex, RwLock, Semaphore};
+
+use crate::support::{new_client, server, PATIENCE};
+
+const PATH: &str = "/it-max-hold";
+const LIMIT: Duration = Duration::from_millis(800);
+/// The stated bound: the next waiter is granted within the limit and this much (a round trip,
+/// the opening of the library's own session the first time, a loaded machine).
+const SLACK: Duration = Duration::from_millis(1500);
+
+/// Waits for the lock on `other`, and says when it was granted.
+fn wait_on(other: &Client, path: &str) -> tokio::task::JoinHandle<(Instant, zk_lock::MutexGuard)> {
+    let mutex = Mutex::with_client(other, path);
+    tokio::spawn(async move {
+        let guard = mutex.lock().await.expect("granted");
+        (Instant::now(), guard)
+    })
+}
+
+#[tokio::test]
+async fn a_hold_that_reaches_its_max_hold_is_lost_and_the_next_waiter_granted() {
+    let path = format!("{PATH}/mutex");
+    let (client, other) = (new_client().await, new_client().await);
+    let guard = Mutex::with_client(&client, &path).with_max_hold(LIMIT).lock().await.unwrap();
+    let granted = Instant::now();
+    let lost = guard.lost();
+    let waiter = wait_on(&other, &path);
+
+    let reason = tokio::time::timeout(PATIENCE, lost).await.expect("lost() resolves");
+    let told = granted.elapsed();
+    assert_eq!(reason, LostReason::MaxHoldReached { limit: LIMIT });
+    assert!(told >= LIMIT && told < LIMIT + SLACK, "told after {told:?}");
+    assert!(!guard.is_held());
+
+    let (next_at, next) = tokio::time::timeout(PATIENCE, waiter).await.unwrap().unwrap();
+    let after = next_at - granted;
+    assert!(after >= LIMIT && after < LIMIT + SLACK, "the next holder was granted {after:?} after the first");
+    eprintln!("max_hold {LIMIT:?}: lost() told after {told:?}, the next holder granted after {after:?}");
+    assert!(next.fencing_token() > guard.fencing_token());
+    let error = guard.release().await.unwrap_err();
+    assert!(
+        matches!(&error, Error::Lost { path: p, reason: LostReason::MaxHoldReached { limit } } if *p == path && *limit == LIMIT),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("max_hold of 800ms"), "{error}");
+    next.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_hold_released_before_its_max_hold_is_left_alone() {
+    let path = format!("{PATH}/released-in-time");
+    let client = new_client().await;
+    let mutex = Mutex::with_client(&client, &path).with_max_hold(LIMIT);
+    mutex.lock().await.unwrap().release().await.unwrap();
+    // The next hold of the same path outlives the first one's limit.
+    let second = mutex.lock().await.unwrap();
+    let lost = second.lost();
+    assert!(tokio::time::timeout(LIMIT / 2, lost).await.is_err(), "the first hold's limit is not the second's");
+    second.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn every_recipe_takes_a_max_hold() {
+    let client = new_client().await;
+    let write = RwLock::with_client(&client, format!("{PATH}/rw")).with_max_hold(LIMIT).write().await.unwrap();
+    let permits =
+        Semaphore::with_client(&client, format!("{PATH}/pool"), 3).with_max_hold(LIMIT).acquire_many(2).await.unwrap();
+    let multi = MultiLock::with_client(&client, [format!("{PATH}/a"), format!("{PATH}/b")])
+        .with_max_hold(LIMIT)
+        .lock()
+        .await
+        .unwrap();
+    let expected = LostReason::MaxHoldReached { limit: LIMIT };
+    assert_eq!(tokio::time::timeout(PATIENCE, write.lost()).await.unwrap(), expected);
+    for permit in &permits {
+        assert_eq!(tokio::time::timeout(PATIENCE, permit.lost()).await.unwrap(), expected);
+    }
+    let (_, reason) = tokio::time::timeout(PATIENCE, multi.lost()).await.unwrap();
+    assert_eq!(reason, expected);
+    // The library deleted every node: the paths are free for another client at once.
+    let other = new_client().await;
+    Mutex::with_client(&other, format!("{PATH}/a")).try_lock().await.unwrap().release().await.unwrap();
+    let zero = Mutex::with_client(&client, format!("{PATH}/zero")).with_max_hold(Duration::ZERO).lock().await;
+    assert!(matches!(&zero, Err(Error::InvalidArgument { reason, .. }) if reason.contains("at least 1ms")), "{zero:?}");
+}
+
+/// A store that refuses a token smaller than the largest it accepted.
+#[derive(Default)]
+struct FencedStore(StdMutex<HashMap<String, i64>>);
+
+impl FencedStore {
+    fn write(&self, path: &str, token: i64) -> bool {
+        let mut largest = self.0.lock().unwrap();
+        let newest = largest.get(path).is_none_or(|&seen| token >= seen);
+        if newest {
+            largest.insert(path.to_owned(), token);
+        }
+        newest
+    }
+}
+
+#[zk_lock(path = "/it-max-hold/stuck/<id>", client = "max-hold-stuck", max_hold = "800ms", guard = g)]
+async fn stuck_then_write(id: u32, history: &History, store: &FencedStore, blocked: Duration) -> Result<bool, Error> {
+    // The body blocks its runtime's only thread, as a synchronous call that hangs would.
+    std::thread::sleep(blocked);
+    let accepted = async { Ok::<_, Error>(store.write(g.path(), g.fencing_token())) };
+    history.time_write(g.node_path(), g.path(), g.fencing_token(), accepted).await
+}
+
+/// The holder's runtime is stuck: its `current_thread` runtime's thread sleeps inside the body,
+/// and the holder's session runs on that runtime. The library's own thread still ends the hold
+/// at the limit: another client is granted then, long before the holder wakes; the holder's
+/// late write is refused by the fenced store; the history is clean (the late holder's grant
+/// ends lost).
+#[tokio::test]
+async fn a_holder_whose_runtime_is_stuck_is_ended_at_its_max_hold_and_its_late_write_refused() {
+    let blocked = Duration::from_secs(4);
+    let history = Arc::new(History::new());
+    let store = Arc::new(FencedStore::default());
+    let recording = history.record_grants_under(format!("{PATH}/stuck"));
+    let (inside_tx, inside_rx) = tokio::sync::oneshot::channel();
+    let holder = {
+        let (history, store, connect) = (history.clone(), store.clone(), server().connect_string());
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async move {
+                Client::builder(connect).install_as("max-hold-stuck").await.unwrap();
+                let client = zk_lock::named_client("max-hold-stuck").unwrap();
+                // Granted first: the waiter below queues behind this node.
+                let guard = Mutex::with_client(&client, "/it-max-hold/stuck/1-warmup").lock().await.unwrap();
+                guard.release().await.unwrap();
+                let _ = inside_tx.send(Instant::now());
+                stuck_then_write(1, &history, &store, blocked).await
+            })
+        })
+    };
+    let started = inside_rx.await.unwrap();
+    let other = new_client().await;
+    let path = "/it-max-hold/stuck/1";
+    crate::support::queue_of(&other, path, 1).await;
+    let (next_at, next) = tokio::time::timeout(PATIENCE, wait_on(&other, path)).await.unwrap().unwrap();
+    let after = next_at - started;
+    assert!(after < LIMIT + SLACK, "granted {after:?} after the stuck holder started; its limit is {LIMIT:?}");
+    assert!(after < blocked, "granted while the holder's runtime was still stuck ({after:?})");
+    eprintln!("stuck holder (max_hold {LIMIT:?}, runtime blocked {blocked:?}): the other client was granted {after:?} after the holder started");
+    let accepted = history.time_write(next.node_path(), next.path(), next.fencing_token(), async {
+        Ok::<_, Error>(store.write(next.path(), next.fencing_token()))
+    });
+    assert!(accepted.await.unwrap(), "the next holder's write is accepted");
+    let next_token = next.fencing_token();
+    next.release().await.unwrap();
+
+    let late = holder.join().unwrap();
+    assert!(matches!(late, Ok(false)), "the late holder's write is refused by fencing: {late:?}");
+    drop(recording);
+    let report = history.check();
+    assert!(report.is_clean(), "{report}");
+    let grants = history.grants();
+    let stuck = grants.iter().find(|grant| grant.token < next_token && grant.path == path);
+    assert!(
+        matches!(stuck, Some(grant) if matches!(&grant.outcome, Outcome::Lost { reason } if reason.contains("max_hold"))),
+        "{grants:#?}"
+    );
+    assert_eq!(report.fenced_writes(), 2);
+}
