@@ -61,6 +61,7 @@ public final class CuratorPeer {
         COMMANDS.put("mutex-counter",
                 new Spec("<lock-path> <iterations> <counter-file>", 3, CuratorPeer::mutexCounter));
         COMMANDS.put("mutex-hold", new Spec("<lock-path>", 1, CuratorPeer::mutexHold));
+        COMMANDS.put("mutex-try", new Spec("<lock-path> <millis>", 2, CuratorPeer::mutexTry));
         COMMANDS.put("rw-counter", new Spec("<lock-path> <count> <counter-file> <reader|writer>", 4,
                 CuratorPeer::rwCounter));
         COMMANDS.put("rw-hold", new Spec("<lock-path> <read|write>", 2, CuratorPeer::rwHold));
@@ -182,6 +183,20 @@ public final class CuratorPeer {
             mutex.release();
         }
         peer.say("released");
+    }
+
+    /**
+     * Tries the lock for at most {@code millis} ms: prints {@code acquired} (and releases it) or
+     * {@code timed-out}.
+     */
+    private static void mutexTry(CuratorPeer peer, String[] args) throws Exception {
+        InterProcessMutex mutex = new InterProcessMutex(peer.client, args[0]);
+        if (mutex.acquire(Long.parseLong(args[1]), TimeUnit.MILLISECONDS)) {
+            mutex.release();
+            peer.say("acquired");
+        } else {
+            peer.say("timed-out");
+        }
     }
 
     /**

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use zk_lock::testing::wait_for_children;
 use zk_lock::{Error, Mutex};
+use zookeeper_client::{Acls, CreateMode};
 
 use crate::support::java_peer::{curator_sequence, held_node, read_counter, JavaPeer};
 use crate::support::{new_client, node_name, scratch_dir, server, unique_name};
@@ -190,4 +191,35 @@ async fn curator_waits_while_rust_holds_and_gets_the_lock_after_its_release() {
     peer.expect_line("released").await;
     peer.wait_success().await;
     wait_for_children(&client, &path, |children| children.is_empty()).await.unwrap();
+}
+
+/// Issue 24: ZooKeeper writes sequences with ten digits; a node made by hand with eleven
+/// (`..-lock-00000000000`, 0 by number) used to be taken for the first node of the queue, ahead
+/// of ours, and could tie with ours. It is no lock node: zk-lock grants the lock past it and
+/// `participants` leaves it out. Curator compares the text after `lock-`, which puts this one
+/// first too, so Curator waits behind it (docs/curator-compat.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_an_eleven_digit_sequence_is_ignored_where_curator_waits_behind_it() {
+    let connect = server().connect_string();
+    let path = lock_path("eleven-digits");
+    let client = new_client().await;
+    let squatter = new_client().await;
+    let zk = squatter.zookeeper();
+    zk.mkdir(&path, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.unwrap();
+    let foreign = format!("{path}/_c_00000000-0000-4000-8000-000000000000-lock-00000000000");
+    zk.create(&foreign, b"", &CreateMode::Ephemeral.with_acls(Acls::anyone_all())).await.unwrap();
+
+    let guard = Mutex::with_client(&client, &path).try_lock().await.expect("granted past the foreign node");
+    let seen = zk_lock::participants_with(&client, &path).await.unwrap();
+    assert_eq!(seen.iter().map(|p| p.node_path.as_str()).collect::<Vec<_>>(), [guard.node_path()]);
+    guard.release().await.unwrap();
+
+    let mut peer = JavaPeer::spawn(&connect, &["mutex-try", &path, "500"]);
+    peer.expect_line("ready").await;
+    peer.send("go").await;
+    assert_eq!(peer.expect_line("").await, "timed-out", "Curator waits behind the eleven-digit node");
+    peer.wait_success().await;
+    assert!(zk.check_stat(&foreign).await.unwrap().is_some(), "the foreign node is left alone");
+    let again = Mutex::with_client(&client, &path).try_lock().await.expect("granted again");
+    again.release().await.unwrap();
 }

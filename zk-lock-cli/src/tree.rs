@@ -134,9 +134,10 @@ fn child_path(parent: &str, name: &str) -> String {
     }
 }
 
-/// Whether `name` ends in a server sequence number (ten digits or more), as every lock node does.
+/// Whether `name` ends in a server sequence number, as every lock node does: a run of exactly ten
+/// digits, the only length ZooKeeper writes (zk-lock's recipes ignore other lengths too).
 fn has_sequence(name: &str) -> bool {
-    name.bytes().rev().take_while(u8::is_ascii_digit).count() >= 10
+    name.bytes().rev().take_while(u8::is_ascii_digit).count() == 10
 }
 
 /// An indented outline of the subtree: directories end in `/`, locks carry their columns; then
@@ -217,6 +218,7 @@ mod tests {
         assert!(has_sequence("_c_x-lock-0000000001"));
         assert!(!has_sequence("product_42"));
         assert!(!has_sequence("x-000000001"));
+        assert!(!has_sequence("_c_x-lock-00000000001"), "eleven digits: not a server sequence");
     }
 
     #[test]

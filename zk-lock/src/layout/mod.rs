@@ -263,9 +263,9 @@ const READ: &str = "__READ__";
 const WRITE: &str = "__WRIT__";
 
 /// The read node a writer's downgrade creates (as Curator does since CURATOR-621): at the
-/// writer's own sequence, its digits as the server wrote them (10, or 19 past `i32`), so that
-/// writers queued behind keep waiting once the write lock is released. `None` if `writer_name`
-/// is not a write node's name.
+/// writer's own sequence, its ten digits as the server wrote them, so that writers queued behind
+/// keep waiting once the write lock is released. `None` if `writer_name` is not a write node's
+/// name.
 pub(crate) fn downgraded_read_name(prefix: &str, writer_name: &str) -> Option<String> {
     sequence_of(writer_name, WRITE)?;
     let digits = &writer_name[writer_name.rfind(WRITE)? + WRITE.len()..];
@@ -302,24 +302,32 @@ pub(crate) fn request_key(name: &str) -> Option<&str> {
     protected_prefix(name).map(|prefix| &prefix[..REQUEST_KEY_LEN])
 }
 
-/// The sequence number of a node named `..<lock_name><digits>`, as Curator's
-/// `StandardLockInternalsDriver.fixForSorting` reads it (after the last `lock_name`).
-pub(crate) fn sequence_of(name: &str, lock_name: &str) -> Option<u64> {
-    let digits = &name[name.rfind(lock_name)? + lock_name.len()..];
-    if digits.len() < 10 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+/// How many digits ZooKeeper writes for a sequential node (`%010d` of the parent's child
+/// version), and so the only length of sequence that Curator's nodes have.
+const SEQUENCE_DIGITS: usize = 10;
+
+/// The number in `digits` if it is a sequence as ZooKeeper writes it: exactly ten decimal
+/// digits. Curator orders nodes by the text after the lock name, which agrees with the numeric
+/// order only for sequences of the same length; a longer or shorter one (never written by
+/// ZooKeeper, so made by hand) would tie with ours or sort elsewhere than Curator sorts it, so
+/// it is not a sequence: such a node takes no part in any queue.
+fn server_sequence(digits: &str) -> Option<u64> {
+    if digits.len() != SEQUENCE_DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     digits.parse().ok()
 }
 
-/// The sequence number a name ends in (at least 10 digits), as every lock node of every known
-/// recipe does; `None` for other names.
+/// The sequence number of a node named `..<lock_name><ten digits>`, read where Curator's
+/// `StandardLockInternalsDriver.fixForSorting` reads it (after the last `lock_name`).
+pub(crate) fn sequence_of(name: &str, lock_name: &str) -> Option<u64> {
+    server_sequence(&name[name.rfind(lock_name)? + lock_name.len()..])
+}
+
+/// The sequence number a name ends in (a run of exactly ten digits), as every lock node of every
+/// known recipe does; `None` for other names.
 pub(crate) fn trailing_sequence(name: &str) -> Option<u64> {
-    let digits = &name[name.trim_end_matches(|c: char| c.is_ascii_digit()).len()..];
-    if digits.len() < 10 {
-        return None;
-    }
-    digits.parse().ok()
+    server_sequence(&name[name.trim_end_matches(|c: char| c.is_ascii_digit()).len()..])
 }
 
 /// The kind and sequence of a child named like one of `kinds`, or like some other recipe's

@@ -11,7 +11,8 @@ fn reads_curator_sequences() {
     assert_eq!(sequence_of("_c_0f8e7d6c-1b2a-4c3d-8e9f-000000000000-lock-0000000042", "lock-"), Some(42));
     assert_eq!(sequence_of("lock-0000000007", "lock-"), Some(7));
     assert_eq!(sequence_of("x-lock-2147483648", "lock-"), Some(2_147_483_648));
-    assert_eq!(sequence_of("x-lock-0000000000000000010", "lock-"), Some(10), "19-digit sequences past i32");
+    assert_eq!(sequence_of("x-lock-00000000010", "lock-"), None, "11 digits: never written by zookeeper");
+    assert_eq!(sequence_of("x-lock-0000000000000000010", "lock-"), None, "nor 19");
     assert_eq!(sequence_of("_c_ab-__READ__0000000003", "__READ__"), Some(3));
     assert_eq!(sequence_of("leases", "lock-"), None);
     assert_eq!(sequence_of("x-lock-12", "lock-"), None, "too short to be a server sequence");
@@ -77,8 +78,7 @@ fn only_writers_queue_again_after_a_writer_went_and_grants_are_exclusive_for_mut
 fn a_downgrade_keeps_the_writers_digits() {
     let read = downgraded_read_name("_c_p-", "_c_w-__WRIT__0000000005").unwrap();
     assert_eq!(read, "_c_p-__READ__0000000005");
-    let past_i32 = downgraded_read_name("_c_p-", "_c_w-__WRIT__0000000000000000010").unwrap();
-    assert_eq!(past_i32, "_c_p-__READ__0000000000000000010");
+    assert_eq!(downgraded_read_name("_c_p-", "_c_w-__WRIT__00000000005"), None, "not a write node");
     assert_eq!(downgraded_read_name("_c_p-", "_c_w-lock-0000000005"), None);
 }
 
@@ -105,7 +105,26 @@ fn trailing_sequences_need_ten_digits() {
     assert!(trailing_sequence("x-0000000001").is_some());
     assert!(trailing_sequence("_c_ab-__READ__0000000005").is_some());
     assert!(trailing_sequence("x-000000001").is_none());
+    assert!(trailing_sequence("x-00000000001").is_none(), "eleven");
+    assert!(trailing_sequence("worker70000000001").is_none(), "a run of eleven digits");
     assert!(trailing_sequence("orders").is_none());
+}
+
+/// Curator orders by the text after the lock name: for sequences of ten digits that is the
+/// numeric order; an eleven-digit one would tie with ours by number (or sort before it by text),
+/// so it is no lock node at all, for the queues and for `participants`.
+#[test]
+fn sequences_of_other_lengths_take_no_part() {
+    let children = ["_c_b-lock-0000000002", "_c_a-lock-00000000002", "_c_c-lock-0000000003", "_c_d-lock-000000001"];
+    let nodes = sorted_nodes(children.map(String::from), MUTEX.kinds);
+    assert_eq!(
+        nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
+        ["_c_b-lock-0000000002", "_c_c-lock-0000000003"]
+    );
+    let uuid = "0f8e7d6c-1b2a-4c3d-8e9f-000000000000";
+    assert_eq!(classify(PLACES[0].kinds, &format!("_c_{uuid}-lock-00000000001")), None);
+    assert_eq!(classify(PLACES[1].kinds, &format!("_c_{uuid}-lease-00000000001")), None);
+    assert_eq!(classify(PLACES[0].kinds, "4b1f0c2d9e8a7b6c5d4e3f2a1b0c9d8e__lock__00000000005"), None);
 }
 
 #[test]

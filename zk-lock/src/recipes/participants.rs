@@ -132,7 +132,8 @@ pub async fn participants(path: &str) -> Result<Vec<Participant>> {
 ///
 /// A missing `path` has no participants: the result is empty, not an error. Nodes that vanish
 /// between the listing and the read of their data are left out. Other ephemeral nodes ending in a
-/// sequence number are listed as [`ParticipantKind::Unknown`], since they may block recipes that
+/// sequence number (of ten digits, as ZooKeeper writes them: a node whose sequence has another
+/// length is no lock node of any kind) are listed as [`ParticipantKind::Unknown`], since they may block recipes that
 /// count every child (Curator's do); non-ephemeral unknown nodes are not participants.
 ///
 /// ```no_run
