@@ -355,6 +355,45 @@ async fn a_persistent_child_named_like_a_lock_node_is_reported_instead_of_waited
     assert_eq!(children(&client, path).await.unwrap().len(), 3, "our queue node was removed, the others left");
 }
 
+/// Issue 24: the same for a semaphore. A persistent node named like a lease in `P/leases` is
+/// counted (as Curator counts every child) and never released: when it leaves no room, the
+/// acquisition says so instead of ending with a plain `Timeout`. With room beside it, waiters
+/// wait for the real holders as usual.
+#[tokio::test]
+async fn a_persistent_child_named_like_a_lease_is_reported_instead_of_waited_for_forever() {
+    let path = "/it-bad-input/squatted-leases/workers";
+    let client = new_client().await;
+    let zk = client.zookeeper();
+    let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    zk.mkdir(&format!("{path}/leases"), &persistent).await.unwrap();
+    let name = "_c_00000000-0000-4000-8000-000000000000-lease-0000000000";
+    zk.create(&format!("{path}/leases/{name}"), b"not a holder", &persistent).await.unwrap();
+
+    let started = Instant::now();
+    match Semaphore::with_client(&client, path, 1).acquire_timeout(PATIENCE).await {
+        Err(Error::InvalidPath { path: p, reason }) => {
+            assert_eq!(p, path);
+            assert!(reason.contains(&format!("`leases/{name}` counted among the leases")), "{reason}");
+            assert!(reason.contains("not ephemeral") && reason.contains("choose another lock path"), "{reason}");
+        }
+        other => panic!("expected InvalidPath, got {other:?}"),
+    }
+    assert!(started.elapsed() < PATIENCE, "reported, not waited out");
+    assert_eq!(children(&client, &format!("{path}/leases")).await.unwrap(), [name], "our lease was removed");
+    assert!(children(&client, &format!("{path}/locks")).await.unwrap().is_empty(), "and our request");
+
+    // Two leases: one beside the foreign node; a second acquisition waits for the holder.
+    let holder = Semaphore::with_client(&client, path, 2).acquire_timeout(PATIENCE).await.expect("room for one");
+    let waiter = tokio::spawn({
+        let semaphore = Semaphore::with_client(&new_client().await, path, 2);
+        async move { semaphore.acquire_timeout(PATIENCE).await }
+    });
+    wait_for_children(&client, &format!("{path}/leases"), |leases| leases.len() == 3).await.unwrap();
+    assert!(!waiter.is_finished(), "the waiter waits for the holder");
+    holder.release().await.unwrap();
+    waiter.await.unwrap().expect("granted after the holder").release().await.unwrap();
+}
+
 // --- limits --------------------------------------------------------------------------------------
 
 #[tokio::test]

@@ -22,6 +22,7 @@
 //! have room: whoever holds it is then only taking free leases. Once they are full it fails with
 //! `Busy`, rather than wait behind a holder that waits for a lease.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,9 +34,9 @@ use zookeeper_client::{
 
 use super::attempt::Attempt;
 use super::claim::Claim;
-use super::lease_count::{taken, until_full, LeaseLimit};
+use super::lease_count::{counted, taken, until_full, LeaseLimit};
 use super::not_granted::NotGranted;
-use super::queue::{remove_refused_parents, wait_for_grant, LockSpec};
+use super::queue::{never_released, not_ephemeral, remove_refused_parents, wait_for_grant, LockSpec};
 use super::ungranted::{Created, UngrantedNode};
 use crate::background;
 use crate::layout::{
@@ -123,6 +124,12 @@ pub(crate) struct LeaseAttempt<'a, L> {
     /// Our node in the request queue (the internal mutex).
     request: PipelinedNode,
     leases: Vec<PipelinedNode>,
+    /// Others' leases whose stat was read while we waited ([`refuse_everlasting_leases`]), and
+    /// those of them that are not ephemeral.
+    ///
+    /// [`refuse_everlasting_leases`]: Self::refuse_everlasting_leases
+    checked: HashSet<String>,
+    everlasting: Vec<String>,
 }
 
 impl<'a, L: LeaseLimit> LeaseAttempt<'a, L> {
@@ -141,7 +148,21 @@ impl<'a, L: LeaseLimit> LeaseAttempt<'a, L> {
             PipelinedNode::new(&session, &requests_parent, ParticipantKind::LeaseRequest, new_protected_prefix());
         let losses_seen = session.health().losses;
         let leases = Vec::with_capacity(spec.count);
-        Self { session, spec, acls, limit, may_wait, losses_seen, requests_parent, leases_parent, request, leases }
+        let (checked, everlasting) = (HashSet::new(), Vec::new());
+        Self {
+            session,
+            spec,
+            acls,
+            limit,
+            may_wait,
+            losses_seen,
+            requests_parent,
+            leases_parent,
+            request,
+            leases,
+            checked,
+            everlasting,
+        }
     }
 
     fn new_lease(&self) -> PipelinedNode {
@@ -272,6 +293,7 @@ impl<'a, L: LeaseLimit> LeaseAttempt<'a, L> {
             if !self.may_wait {
                 return Err(NotGranted::Busy);
             }
+            self.refuse_everlasting_leases(&children, &requests, &ours).await?;
             match watch.take() {
                 None => (children, watch) = list_and_watch(&zk, &self.leases_parent).await?,
                 Some(mut changed) => tokio::select! {
@@ -285,6 +307,44 @@ impl<'a, L: LeaseLimit> LeaseAttempt<'a, L> {
                 },
             }
         }
+    }
+}
+
+impl<L: LeaseLimit> LeaseAttempt<'_, L> {
+    /// Before waiting for leases to be released: fails, as a mutex does for such a node ahead of
+    /// it, if persistent nodes named like leases (which no session ever releases) leave no room
+    /// for ours under the limit as it is now. `children` is a listing of `P/leases` made while we
+    /// hold the internal mutex, `requests` one of its queue. Each lease of someone else is read
+    /// once per attempt, all in one round trip: while we hold the mutex only foreign nodes can
+    /// join the leases that count, so the later listings rarely have one to read.
+    async fn refuse_everlasting_leases(
+        &mut self,
+        children: &[String],
+        requests: &[String],
+        ours: &str,
+    ) -> Result<(), NotGranted> {
+        let is_ours = |name: &str| self.leases.iter().any(|lease| lease.name() == Some(name));
+        let unread: Vec<&String> =
+            counted(children, requests, ours).filter(|name| !is_ours(name) && !self.checked.contains(*name)).collect();
+        let zk = &self.session.zk;
+        let reads: Vec<_> =
+            unread.iter().map(|name| zk.check_stat(&format!("{}/{name}", self.leases_parent))).collect();
+        for (name, read) in unread.into_iter().zip(reads) {
+            match read.await {
+                Ok(Some(stat)) if never_released(&stat) => self.everlasting.push(name.clone()),
+                Ok(_) => {}
+                // Read again before the next wait, if it is still there.
+                Err(_) => continue,
+            }
+            self.checked.insert(name.clone());
+        }
+        let mut present = self.everlasting.iter().filter(|name| children.contains(name));
+        let Some(first) = present.next() else { return Ok(()) };
+        if 1 + present.count() + self.spec.count > self.limit.current() {
+            let child = format!("{SEMAPHORE_LEASES}/{first}");
+            return Err(NotGranted::Error(not_ephemeral(self.spec.path, &child, "counted among the leases")));
+        }
+        Ok(())
     }
 }
 

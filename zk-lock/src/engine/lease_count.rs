@@ -37,12 +37,23 @@ pub(crate) trait LeaseLimit: Send {
 /// mutex's queue: all but those made ahead of time by a request queued behind `holder`. Nothing
 /// is left out if `holder` is not listed.
 pub(super) fn taken(leases: &[String], requests: &[String], holder: &str) -> usize {
+    counted(leases, requests, holder).count()
+}
+
+/// The leases that [`taken`] counts.
+pub(super) fn counted<'l>(
+    leases: &'l [String],
+    requests: &[String],
+    holder: &str,
+) -> impl Iterator<Item = &'l String> + use<'l> {
     let queue = SEMAPHORE_REQUEST.sorted(requests.iter().cloned());
-    let behind: HashSet<&str> = match queue.iter().position(|node| node.name == holder) {
-        Some(place) => queue[place + 1..].iter().filter_map(|node| request_key(&node.name)).collect(),
+    let behind: HashSet<String> = match queue.iter().position(|node| node.name == holder) {
+        Some(place) => {
+            queue[place + 1..].iter().filter_map(|node| request_key(&node.name)).map(str::to_owned).collect()
+        }
         None => HashSet::new(),
     };
-    leases.iter().filter(|lease| !request_key(lease).is_some_and(|key| behind.contains(key))).count()
+    leases.iter().filter(move |lease| !request_key(lease).is_some_and(|key| behind.contains(key)))
 }
 
 /// Resolves once the leases leave no room for `count` more: then a single attempt waiting for

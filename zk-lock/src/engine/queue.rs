@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use zookeeper_client::{Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType};
+use zookeeper_client::{Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType, Stat};
 
 use super::attempt::Attempt;
 use super::local_handoff::{self, LocalHandoff, LocalNode};
@@ -169,8 +169,8 @@ async fn until_deleted(
         // `get_data` rather than `exists`: a watch on a missing node would never fire or go away.
         // The reply is settled before the wait, so that the waiting future does not keep it.
         let watcher = match zk.get_and_watch_data(&path).await {
-            Ok((_, stat, _)) if stat.ephemeral_owner == 0 => {
-                return Err(NotGranted::Error(not_a_lock_node(parent, name)))
+            Ok((_, stat, _)) if never_released(&stat) => {
+                return Err(NotGranted::Error(not_ephemeral(parent, name, "ahead in the queue")))
             }
             Ok((_, _, watcher)) => watcher,
             Err(ZkError::NoNode) => return Ok(()),
@@ -189,15 +189,22 @@ async fn until_deleted(
     }
 }
 
-/// A node named like a lock node but not ephemeral: no session ends it, so waiting for it would
-/// never end (Curator would wait forever). Lock and lease nodes are always ephemeral.
-fn not_a_lock_node(parent: &str, name: &str) -> Error {
+/// Whether a node named like a lock or lease node is not ephemeral: no session ends it, so
+/// waiting for it would never end (Curator would wait forever). Lock and lease nodes are always
+/// ephemeral; such a node was made by something else.
+pub(super) fn never_released(stat: &Stat) -> bool {
+    stat.ephemeral_owner == 0
+}
+
+/// What the lock at `path` reports instead of waiting for a node that is [`never_released`]: its
+/// `child` (a name relative to `path`), found at `place` ("ahead in the queue").
+pub(super) fn not_ephemeral(path: &str, child: &str, place: &str) -> Error {
     Error::invalid_path(
-        parent,
+        path,
         format!(
-            "the child `{name}` ahead in the queue is named like a lock node but is not ephemeral, so no \
-             holder will ever release it and the lock could never be granted; the path holds other data: \
-             remove that node or choose another lock path"
+            "the child `{child}` {place} is named like a lock node but is not ephemeral, so no holder will \
+             ever release it and the lock could never be granted; the path holds other data: remove that \
+             node or choose another lock path"
         ),
     )
 }
