@@ -45,6 +45,7 @@ mod declared;
 mod ensemble;
 mod examples;
 mod fenced_writes;
+mod force_release;
 mod grant_recording;
 mod holders;
 mod lock_order;

@@ -93,10 +93,21 @@ pub enum Command {
     ///
     /// Curator's __REVOKE__ protocol: revocable holders are notified; the lock stays held until
     /// they release it.
+    ///
+    /// With --force, releases a stuck lock instead: deletes its holder's node (or the node named
+    /// by --node, for a lock with several holders), and says who held it and for how long. A
+    /// zk-lock holder is told within its follow-up bound and its guard reports the loss; Curator
+    /// and kazoo holders are not told: only fencing refuses what they write afterwards.
     #[command(verbatim_doc_comment, display_name = "zk-lock")]
     Revoke {
         /// The lock, like /locks/orders
         path: String,
+        /// Delete the holder's node instead of asking
+        #[arg(long)]
+        force: bool,
+        /// With --force: the node to delete, by name (from `inspect`) or path
+        #[arg(long, value_name = "NAME", requires = "force")]
+        node: Option<String>,
     },
     /// Every lock under PATH (or PATH itself) with its recipe and how many hold and wait
     #[command(display_name = "zk-lock")]

@@ -91,7 +91,10 @@ async fn run_with(
             Command::Watch { path, interval } => {
                 watch::run(&client, path, *interval, args.timeout, args.json).await.map(|()| None)
             }
-            Command::Revoke { path } => revoke::run(&client, path).await.map(Some),
+            Command::Revoke { path, force: false, .. } => revoke::run(&client, path).await.map(Some),
+            Command::Revoke { path, force: true, node } => {
+                revoke::force(&client, path, node.as_deref()).await.map(Some)
+            }
             Command::Tree { path } => tree::run(&client, path).await.map(Some),
         }
     };
@@ -108,9 +111,10 @@ async fn run_with(
 fn check_path(command: &Command) -> Result<(), CliError> {
     let path = match command {
         Command::Tree { path } if path == "/" => return Ok(()),
-        Command::Inspect { path } | Command::Watch { path, .. } | Command::Revoke { path } | Command::Tree { path } => {
-            path
-        }
+        Command::Inspect { path }
+        | Command::Watch { path, .. }
+        | Command::Revoke { path, .. }
+        | Command::Tree { path } => path,
     };
     zk_lock::validate_lock_path(path).map_err(|e| CliError::from_lock(path, e))
 }

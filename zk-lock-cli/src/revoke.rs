@@ -6,7 +6,7 @@ use zookeeper_client::Error as ZkError;
 
 use crate::error::CliError;
 use crate::inspect;
-use crate::output::{describe, escape, participant_json, session_hex, Report, Table};
+use crate::output::{describe, escape, human_duration, participant_json, session_hex, Report, Table};
 
 /// Runs `revoke`: writes `__REVOKE__` into every holder's node with [`zk_lock::revoke_node`],
 /// one node at a time so the report names exactly the nodes written to (`zk_lock::revoke_with`
@@ -60,4 +60,70 @@ pub async fn run(client: &Client, path: &str) -> Result<Report, CliError> {
         format!("`{path}` has no holder; nothing to revoke ({waiters} waiter(s) queued)")
     });
     Ok(Report { text, json, not_found, warning: None })
+}
+
+/// Runs `revoke --force`: deletes the node of the lock's one holder (or `node`) with
+/// [`zk_lock::force_release_node`], after reading who held it and for how long.
+pub async fn force(client: &Client, path: &str, node: Option<&str>) -> Result<Report, CliError> {
+    let Some(found) = inspect::read(client, path).await? else {
+        return Ok(Report {
+            text: String::new(),
+            json: json!({ "path": path, "exists": false, "released": null }),
+            not_found: Some(format!("`{path}` does not exist; nothing to release")),
+            warning: None,
+        });
+    };
+    let holders: Vec<&Participant> = found.iter().filter(|p| p.role == Role::Holder).collect();
+    let target = match (node, &holders[..]) {
+        (Some(node), _) => node.to_owned(),
+        (None, [holder]) => holder.node_name.clone(),
+        (None, []) => {
+            return Ok(Report {
+                text: String::new(),
+                json: json!({ "path": path, "exists": true, "released": null }),
+                not_found: Some(format!("`{path}` has no holder; nothing to release")),
+                warning: None,
+            })
+        }
+        (None, several) => {
+            let names: Vec<String> = several.iter().map(|p| escape(&p.node_name).into_owned()).collect();
+            return Err(CliError::usage(format!(
+                "`{}` has {} holders ({}); name the one to release with --node NAME: {}",
+                escape(path),
+                several.len(),
+                several[0].kind,
+                names.join(", ")
+            )));
+        }
+    };
+    match zk_lock::force_release_node(client, path, &target).await {
+        Ok(released) => {
+            let position = found.iter().position(|p| p.node_path == released.node_path).unwrap_or(0) + 1;
+            let mut table = Table::new(&["ROLE", "KIND", "SESSION", "NODE", "HELD/WAITING", "HOLDER"]);
+            table.row(vec![
+                released.role.to_string(),
+                released.kind.to_string(),
+                session_hex(released.session_id),
+                released.node_path.clone(),
+                human_duration(released.age),
+                describe(&released),
+            ]);
+            let text = format!(
+                "{}: released by force: deleted the node below\n{}a zk-lock holder is told within its follow-up bound; \
+                 Curator and kazoo holders are not: only fencing refuses their later writes\n",
+                escape(path),
+                table.render()
+            );
+            let json = json!({ "path": path, "exists": true, "released": participant_json(position, &released) });
+            Ok(Report { text, json, not_found: None, warning: None })
+        }
+        Err(zk_lock::Error::Zookeeper(ZkError::NoNode)) => Ok(Report {
+            text: String::new(),
+            json: json!({ "path": path, "exists": true, "released": null }),
+            not_found: Some(format!("`{}` was released before it could be deleted", escape(&target))),
+            warning: None,
+        }),
+        Err(zk_lock::Error::InvalidArgument { reason, .. }) => Err(CliError::usage(format!("--node: {reason}"))),
+        Err(e) => Err(CliError::from_lock(path, e)),
+    }
 }

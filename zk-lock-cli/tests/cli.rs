@@ -208,6 +208,53 @@ async fn revoke_asks_the_holder_and_names_its_node() {
 }
 
 #[tokio::test]
+async fn revoke_force_deletes_the_holders_node_says_who_held_it_and_the_waiter_moves_up() {
+    let path = format!("{ROOT}/revoke-force");
+    let (client, other) = (new_client().await, new_client().await);
+    let guard = Mutex::with_client(&client, &path).lock().await.unwrap();
+    let lost = guard.lost();
+    let waiter = {
+        let mutex = Mutex::with_client(&other, &path);
+        tokio::spawn(async move { mutex.lock().await })
+    };
+    wait_for_children(&client, &path, |c| c.len() == 2).await.unwrap();
+
+    let output = zk_lock(&["revoke", "--force", &path]).await;
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.starts_with(&format!("{path}: released by force")), "{text}");
+    assert!(text.contains(guard.node_path()) && text.contains(&session_hex(&client)), "{text}");
+    assert!(text.contains(&format!("pid={}", std::process::id())), "who held it: {text}");
+    assert_eq!(tokio::time::timeout(PATIENCE, lost).await.unwrap(), zk_lock::LostReason::NodeDeleted);
+    let next = tokio::time::timeout(PATIENCE, waiter).await.unwrap().unwrap().expect("the waiter is granted");
+
+    // --node without --force is a usage error; several holders need --node.
+    let output = zk_lock(&["revoke", "--node", "x", &path]).await;
+    assert_eq!(code(&output), 2, "{}", stderr(&output));
+    next.release().await.unwrap();
+    let rw = RwLock::with_client(&client, format!("{path}-rw"));
+    let (first, second) = (rw.read().await.unwrap(), rw.read().await.unwrap());
+    let output = zk_lock(&["revoke", "--force", &format!("{path}-rw")]).await;
+    assert_eq!(code(&output), 2, "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("has 2 holders (read); name the one to release with --node NAME"),
+        "{}",
+        stderr(&output)
+    );
+    let name = second.node_path().rsplit('/').next().unwrap();
+    let doc = zk_lock_json(&["revoke", "--force", "--node", name, &format!("{path}-rw")]).await;
+    assert_eq!(doc["released"]["node"], second.node_path(), "{doc}");
+    assert_eq!(tokio::time::timeout(PATIENCE, second.lost()).await.unwrap(), zk_lock::LostReason::NodeDeleted);
+    assert!(first.is_held());
+    first.release().await.unwrap();
+
+    // Nobody holds it any more: exit code 1.
+    let output = zk_lock(&["revoke", "--force", &path]).await;
+    assert_eq!(code(&output), 1, "{}", stderr(&output));
+    assert!(stderr(&output).contains("nothing to release"), "{}", stderr(&output));
+}
+
+#[tokio::test]
 async fn tree_lists_every_lock_with_its_kind_and_counts() {
     let root = format!("{ROOT}/tree");
     let client = new_client().await;

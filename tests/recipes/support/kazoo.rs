@@ -80,6 +80,11 @@ impl KazooLock {
         }
     }
 
+    /// The python3 process, to freeze it (`kill -STOP`) as a stuck holder.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("running")
+    }
+
     /// Releases the lock (by closing stdin) and waits for the script to exit cleanly.
     pub async fn release(mut self) {
         drop(self.stdin.take());

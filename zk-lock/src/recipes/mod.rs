@@ -63,6 +63,7 @@ macro_rules! lock_path_api {
 
 pub(crate) mod acquire_loop;
 mod count_node;
+pub(crate) mod force_release;
 mod max_hold;
 pub(crate) mod multi_lock;
 pub(crate) mod mutex;
