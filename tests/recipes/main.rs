@@ -56,6 +56,7 @@ mod multi_lock;
 mod mutex;
 mod participants;
 mod partition;
+mod queue_position;
 mod requests_per_cycle;
 mod revoke;
 mod runtimes;

@@ -24,6 +24,10 @@ pub const HOLD_SECONDS: &str = "zk_lock_hold_seconds";
 /// `connection_lost`, `node_deleted`.
 pub const LOST: &str = "zk_lock_locks_lost_total";
 
+/// The place in line (2: next; the holder is 1st) of the latest waiter of this recipe and
+/// template that learnt of a change, as its `QueuePosition` said.
+pub const QUEUE_PLACE: &str = "zk_lock_queue_place";
+
 /// The `template` label of a lock taken without an attribute (`Mutex::new(path)` and the
 /// like): its rendered path could take any number of values.
 pub const UNANNOTATED: &str = "(api)";
@@ -128,6 +132,14 @@ pub(crate) fn held_ended(labels: Labels, lost: Option<LostReason>, held_for: Dur
     }
     #[cfg(not(feature = "metrics"))]
     let _ = (labels, lost.map(reason_label), held_for);
+}
+
+/// A waiter learnt it is `place` in line.
+pub(crate) fn queue_place(labels: Labels, place: usize) {
+    #[cfg(feature = "metrics")]
+    ::metrics::gauge!(QUEUE_PLACE, "recipe" => labels.recipe, "template" => labels.template).set(place as f64);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (labels, place);
 }
 
 #[cfg(test)]

@@ -83,6 +83,20 @@ pub(crate) fn joined_queue(node: &str, queue_position: usize, ahead: usize) {
     tracing::debug!(target: TARGET, node, queue_position, ahead, "joined the lock queue");
 }
 
+/// A waiter learnt it is `place` in line (`said`, as `QueuePosition` reads), behind `holder`
+/// (its description or node, and how long its node has existed) when it read the holder's node.
+pub(crate) fn queue_place(
+    recipe: Recipe,
+    template: &'static str,
+    place: usize,
+    holder: Option<(String, u64)>,
+    said: &dyn std::fmt::Display,
+) {
+    crate::metrics::queue_place(Labels { recipe: recipe.as_str(), template }, place);
+    let (holder, held_ms) = holder.unzip();
+    tracing::debug!(target: TARGET, place, holder, held_ms, "{said}");
+}
+
 /// The node a `create` made before its reply was lost was found again by its protected prefix,
 /// so no second node is made.
 pub(crate) fn found_again(parent: &str, node: &str) {

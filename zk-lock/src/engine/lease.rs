@@ -223,7 +223,8 @@ impl<'a, L: LeaseLimit> LeaseAttempt<'a, L> {
     /// Waits in the request queue until our request `name` holds the internal mutex; `Ok(false)`
     /// if the request vanished. `children` is a listing made after it was created.
     async fn wait_for_mutex(&mut self, name: &str, children: &[String]) -> Result<bool, NotGranted> {
-        let spec = LockSpec { path: &self.requests_parent, queue: &SEMAPHORE_REQUEST, data: self.spec.data };
+        let spec =
+            LockSpec { path: &self.requests_parent, queue: &SEMAPHORE_REQUEST, data: self.spec.data, positions: None };
         let granted = wait_for_grant(&self.session.zk, &spec, name, children.to_vec());
         if self.may_wait {
             return Ok(granted.await?);

@@ -14,6 +14,7 @@ mod lease_count;
 mod local_handoff;
 mod not_granted;
 mod own_watch;
+mod position;
 mod queue;
 mod ungranted;
 
@@ -23,4 +24,6 @@ pub(crate) use lease::{LeaseAttempt, LeaseGrant, LeaseSpec};
 pub(crate) use lease_count::LeaseLimit;
 pub(crate) use local_handoff::LocalHandoff;
 pub(crate) use not_granted::NotGranted;
+pub(crate) use position::PositionReport;
+pub use position::{QueueHolder, QueuePosition};
 pub(crate) use queue::{Grant, LockAttempt, LockSpec};

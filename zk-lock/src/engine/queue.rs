@@ -3,12 +3,13 @@
 
 use std::sync::Arc;
 
-use zookeeper_client::{Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType, Stat};
+use zookeeper_client::{Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType, MultiReadResult, Stat};
 
 use super::attempt::Attempt;
 use super::local_handoff::{self, LocalHandoff, LocalNode};
 use super::not_granted::NotGranted;
 use super::own_watch::OwnNodeWatch;
+use super::position::{QueueHolder, QueuePosition};
 use super::ungranted::{Created, UngrantedNode};
 use crate::error::{Error, Result};
 use crate::layout::{new_protected_prefix, Queue, SequenceNode};
@@ -24,6 +25,8 @@ pub(crate) struct LockSpec<'a> {
     pub queue: &'static Queue,
     /// Node data: who holds or waits.
     pub data: &'a [u8],
+    /// Told the node's place in line each time the waiter learns of a change.
+    pub positions: Option<&'a (dyn Fn(&QueuePosition) + Send + Sync)>,
 }
 
 /// A granted lock node.
@@ -156,6 +159,7 @@ async fn until_deleted(
     parent: &str,
     name: &str,
     local: Option<&LocalNode>,
+    mut read: impl FnMut(Vec<u8>, &Stat),
 ) -> std::result::Result<(), NotGranted> {
     // Our own session ending meanwhile is seen around the whole attempt (`acquire_loop`).
     if let Some(local) = local.filter(|local| local.session() == zk.session_id()) {
@@ -172,7 +176,10 @@ async fn until_deleted(
             Ok((_, stat, _)) if never_released(&stat) => {
                 return Err(NotGranted::Error(not_ephemeral(parent, name, "ahead in the queue")))
             }
-            Ok((_, _, watcher)) => watcher,
+            Ok((data, stat, watcher)) => {
+                read(data, &stat);
+                watcher
+            }
             Err(ZkError::NoNode) => return Ok(()),
             Err(error) => {
                 reconnects.wait(error).await?;
@@ -270,6 +277,9 @@ enum Place {
         /// Whether the nodes ahead may change kind before our turn (a writer ahead of a reader
         /// may downgrade): when one of them goes, the queue is listed again in any case.
         recheck: bool,
+        /// How many nodes it waits for, and the first of them (the holder).
+        ahead: usize,
+        head: String,
     },
     /// Our node is not in the queue: it was deleted.
     Gone,
@@ -284,9 +294,11 @@ fn place(spec: &LockSpec<'_>, name: &str, children: Vec<String>, trace_entry: bo
         trace::joined_queue(name, ours, blockers.len());
     }
     let recheck = blockers.iter().any(|blocker| spec.queue.rechecks_after(blocker.kind));
-    match blockers.last() {
-        None => Place::First,
-        Some(nearest) => Place::Behind { nearest: nearest.name.clone(), recheck },
+    match (blockers.first(), blockers.last()) {
+        (Some(head), Some(nearest)) => {
+            Place::Behind { nearest: nearest.name.clone(), recheck, ahead: blockers.len(), head: head.name.clone() }
+        }
+        _ => Place::First,
     }
 }
 
@@ -309,15 +321,21 @@ async fn wait_in_queue(
     mut waiting: Waiting,
 ) -> std::result::Result<Option<Arc<str>>, NotGranted> {
     let mut own_watch: Option<OwnNodeWatch> = None;
+    let mut positions = Positions::new(spec);
     loop {
         let trace_entry = std::mem::take(&mut waiting.trace_entry);
-        let (nearest, recheck) = match place(spec, name, children, trace_entry) {
+        let (nearest, recheck, head) = match place(spec, name, children, trace_entry) {
             Place::Gone => {
                 trace::deleted_while_waiting(name);
                 return Ok(None);
             }
             Place::First => return Ok(Some(own_path)),
-            Place::Behind { nearest, recheck } => (nearest, recheck),
+            Place::Behind { nearest, recheck, ahead, head } => {
+                if waiting.may_wait {
+                    positions.at(ahead + 1, &head, head == nearest);
+                }
+                (nearest, recheck, head)
+            }
         };
         if !waiting.may_wait {
             return Err(NotGranted::Busy);
@@ -326,7 +344,13 @@ async fn wait_in_queue(
         if waiting.watch_own && own_watch.is_none() && local.is_some() {
             own_watch = Some(OwnNodeWatch::send(zk, own_path.clone()));
         }
-        let ahead_gone = until_deleted(zk, spec.path, &nearest, local.as_deref());
+        // The read that watches the holder's node tells who holds it, for nothing.
+        let holder_read = |data: Vec<u8>, stat: &Stat| {
+            if nearest == head {
+                positions.holder_read(&head, data, stat);
+            }
+        };
+        let ahead_gone = until_deleted(zk, spec.path, &nearest, local.as_deref(), holder_read);
         match own_watch.as_mut() {
             Some(own_watch) => tokio::select! {
                 // Our node's deletion first: granting it would hand out a lock already lost.
@@ -349,6 +373,88 @@ async fn wait_in_queue(
         if own_node_followed && !recheck && nothing_ahead {
             return Ok(Some(own_path));
         }
-        children = list_children(zk, spec.path).await?;
+        children = match nearest == head {
+            // The holder went: the listing shows the next one.
+            true => list_children(zk, spec.path).await?,
+            false => positions.list_with_holder(zk, &head).await?,
+        };
+    }
+}
+
+/// What a waiter knows of its place, and whom it tells (the recipe's report, if any).
+struct Positions<'a> {
+    path: &'a str,
+    report: Option<&'a (dyn Fn(&QueuePosition) + Send + Sync)>,
+    /// The place and head last told.
+    told: Option<(usize, String)>,
+    /// Not told yet: waiting for the read of the holder's node.
+    pending: Option<(usize, String)>,
+    holder: Option<QueueHolder>,
+}
+
+impl<'a> Positions<'a> {
+    fn new(spec: &LockSpec<'a>) -> Self {
+        Self { path: spec.path, report: spec.positions, told: None, pending: None, holder: None }
+    }
+
+    /// The listing puts us at `place` behind `head`; `watching_head`: the read that watches it
+    /// comes next, and tells who holds it.
+    fn at(&mut self, place: usize, head: &str, watching_head: bool) {
+        if self.report.is_none() {
+            return;
+        }
+        if self.holder.as_ref().is_some_and(|holder| holder.node_name != head) {
+            self.holder = None;
+        }
+        let now = (place, head.to_owned());
+        if self.told.as_ref() == Some(&now) {
+            return;
+        }
+        match watching_head && self.holder.is_none() {
+            true => self.pending = Some(now),
+            false => self.tell(now),
+        }
+    }
+
+    fn holder_read(&mut self, head: &str, data: Vec<u8>, stat: &Stat) {
+        if self.report.is_none() {
+            return;
+        }
+        self.holder = Some(QueueHolder::read(head, data, stat));
+        if let Some(pending) = self.pending.take() {
+            self.tell(pending);
+        }
+    }
+
+    fn tell(&mut self, (place, head): (usize, String)) {
+        let Some(report) = self.report else { return };
+        let holder = self.holder.clone().filter(|holder| holder.node_name == head);
+        report(&QueuePosition { path: self.path.to_owned(), place, ahead: place - 1, holder });
+        self.told = Some((place, head));
+    }
+
+    /// Lists the queue again; when someone listens, in one multi-read with the data of the
+    /// holder it waited behind (no more requests than the listing alone).
+    async fn list_with_holder(&mut self, zk: &ZkClient, head: &str) -> std::result::Result<Vec<String>, NotGranted> {
+        if self.report.is_none() {
+            return Ok(list_children(zk, self.path).await?);
+        }
+        let mut reader = zk.new_multi_reader();
+        let read =
+            reader.add_get_children(self.path).and_then(|()| reader.add_get_data(&format!("{}/{head}", self.path)));
+        let results = match read {
+            Ok(()) => reader.commit().await,
+            Err(error) => Err(error),
+        };
+        match results.as_deref() {
+            Ok([MultiReadResult::Children { children }, holder]) => {
+                if let MultiReadResult::Data { data, stat } = holder {
+                    self.holder = Some(QueueHolder::read(head, data.clone(), stat));
+                }
+                Ok(children.clone())
+            }
+            // A broken connection, or an answer of another shape: the plain listing decides.
+            _ => Ok(list_children(zk, self.path).await?),
+        }
     }
 }

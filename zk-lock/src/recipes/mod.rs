@@ -10,6 +10,26 @@
 /// `with_data` and `path`. `$what` names the recipe in the docs ("mutex"); `$($target).+` is
 /// the field path of its [`LockTarget`](target::LockTarget); `on` builds it from a target.
 macro_rules! lock_path_api {
+    (queue_reports: $what:literal) => {
+        #[doc = concat!("Tells `report` where each waiting acquisition of this ", $what, " stands in its queue, each time the waiter learns of a change: when it joins the queue, and each time the node it watches goes. Its place (the holder is 1st), and the holder's node data (`host=.. pid=.. task=..`) and age once the waiter has read the holder's node: at once when it is next in line, otherwise with the listing after a wake-up. No request is added for it.")]
+        ///
+        /// `report` runs inside the acquisition (on the task that awaits it): keep it short.
+        /// The same news goes to a DEBUG event (target `zk_lock`) and to the gauge
+        /// `zk_lock_queue_place` for every acquisition, reported or not.
+        ///
+        /// ```no_run
+        /// # async fn demo() -> zk_lock::Result<()> {
+        /// let orders = zk_lock::Mutex::new("/locks/orders")
+        ///     .with_queue_reports(|position| println!("{position}")); // "3rd in line behind host=a pid=12 task=none (held 2.1 s)"
+        /// let guard = orders.lock().await?;
+        /// # Ok(()) }
+        /// ```
+        #[must_use]
+        pub fn with_queue_reports(mut self, report: impl Fn(&crate::QueuePosition) + Send + Sync + 'static) -> Self {
+            self.target.set_queue_reports(std::sync::Arc::new(report));
+            self
+        }
+    };
     (constructors: $what:literal) => {
         #[doc = concat!("A ", $what, " at `path`, on the registry's default client.")]
         ///

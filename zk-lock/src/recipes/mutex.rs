@@ -36,6 +36,7 @@ pub struct Mutex {
 impl Mutex {
     lock_path_api!(constructors: "mutex");
     lock_path_api!(settings: "mutex", target);
+    lock_path_api!(queue_reports: "mutex");
 
     pub(crate) fn on(target: LockTarget) -> Self {
         Self { target }

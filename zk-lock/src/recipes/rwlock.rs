@@ -50,6 +50,7 @@ pub struct RwLock {
 impl RwLock {
     lock_path_api!(constructors: "read/write lock");
     lock_path_api!(settings: "read/write lock", target);
+    lock_path_api!(queue_reports: "read/write lock");
 
     pub(crate) fn on(target: LockTarget) -> Self {
         Self { target }

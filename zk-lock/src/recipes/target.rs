@@ -15,7 +15,7 @@ use super::max_hold;
 use super::patience::{Deadline, Patience};
 use crate::client::Client;
 use crate::declared::Declaration;
-use crate::engine::{Attempt, Grant, LockAttempt, LockSpec};
+use crate::engine::{Attempt, Grant, LockAttempt, LockSpec, PositionReport, QueuePosition};
 use crate::error::{Error, Result};
 use crate::holder::describe_current_holder;
 use crate::holds::grant_log::{self, Granted};
@@ -43,13 +43,24 @@ pub(crate) struct LockTarget {
     pub made_at: &'static Location<'static>,
     /// How long a hold may last before the library ends it (`with_max_hold`).
     max_hold: Option<Duration>,
+    /// Told each waiter's place in line (`with_queue_reports`).
+    positions: Option<PositionReport>,
 }
 
 impl LockTarget {
     #[track_caller]
     pub(crate) fn new(client: Option<&Client>, path: String) -> Self {
         let made_at = Location::caller();
-        Self { client: client.cloned(), path, data: None, site: None, template: None, made_at, max_hold: None }
+        Self {
+            client: client.cloned(),
+            path,
+            data: None,
+            site: None,
+            template: None,
+            made_at,
+            max_hold: None,
+            positions: None,
+        }
     }
 
     /// The lock of the annotated function declared at `site`.
@@ -75,6 +86,10 @@ impl LockTarget {
 
     pub(crate) fn set_data(&mut self, data: Vec<u8>) {
         self.data = Some(data);
+    }
+
+    pub(crate) fn set_queue_reports(&mut self, report: PositionReport) {
+        self.positions = Some(report);
     }
 
     pub(crate) fn set_max_hold(&mut self, limit: Duration) {
@@ -165,7 +180,18 @@ impl LockTarget {
             return self.borrow(client, enclosing, patience).await;
         }
         let data = self.node_data();
-        let spec = LockSpec { path: &self.path, queue: recipe.queue(), data: &data };
+        let template = self.template();
+        let positions = |position: &QueuePosition| {
+            let holder = position.holder.as_ref().map(|holder| {
+                let who = holder.description.as_ref().map_or_else(|| holder.node_name.clone(), ToString::to_string);
+                (who, holder.held_for.as_millis() as u64)
+            });
+            trace::queue_place(recipe, template, position.place, holder, position);
+            if let Some(report) = &self.positions {
+                report(position);
+            }
+        };
+        let spec = LockSpec { path: &self.path, queue: recipe.queue(), data: &data, positions: Some(&positions) };
         let start = |session, may_wait, acls| LockAttempt::new(session, &spec, acls, may_wait);
         self.run_attempts(client, recipe, patience, start, |grant| {
             Share::new(self.hold(client, recipe, grant, Granted::Lock), None)
