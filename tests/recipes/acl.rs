@@ -7,7 +7,8 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use zk_lock::testing::wait_for_children;
-use zk_lock::{Acl, Acls, AuthId, Client, Error, Mutex, Permission, RwLock, Semaphore, SharedCount};
+use zk_lock::zookeeper::{Acl, Acls, AuthId, Permission};
+use zk_lock::{Client, Error, Mutex, RwLock, Semaphore, SharedCount};
 use zookeeper_client::{CreateMode, Error as ZkError};
 
 use crate::support::{server, PATIENCE};

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{revoke_node, revoke_with, Client, Error, Mutex};
-use zookeeper_client::{Acls, CreateMode, Error as ZkError};
+use zookeeper_client::{Acls, CreateMode};
 
 use crate::support::{client_with_fast_heartbeat, new_client, node_data, server, within_the_follow_up_bound, PATIENCE};
 
@@ -101,7 +101,7 @@ async fn revoke_node_asks_one_node_and_refuses_missing_or_non_lock_nodes() {
 
     let missing = format!("{path}/_c_0f8e7d6c-1b2a-4c3d-8e9f-0123456789ab-lock-0000009999");
     match revoke_node(&client, &missing).await {
-        Err(Error::Zookeeper(ZkError::NoNode)) => {}
+        Err(Error::Zookeeper(error)) if error.is_no_node() => {}
         other => panic!("expected NoNode for a missing node, got {other:?}"),
     }
     // The lock path itself, or any node not named like a lock node, is never overwritten.

@@ -1,5 +1,6 @@
 //! Failures and the exit codes scripts rely on (documented in `--help` and the README).
 
+use zk_lock::ZookeeperErrorKind;
 use zookeeper_client::Error as ZkError;
 
 use crate::credentials::{Digest, DIGEST_ENV};
@@ -70,7 +71,14 @@ impl CliError {
         match error {
             zk_lock::Error::InvalidPath { .. } => Self::usage(format!("<PATH> argument: {error}")),
             zk_lock::Error::Connect { .. } => Self::connect(error.to_string()),
-            zk_lock::Error::Zookeeper(ref zk) => Self::zookeeper(path, zk),
+            zk_lock::Error::Zookeeper(ref zk) => match zk.kind() {
+                ZookeeperErrorKind::ConnectionLoss
+                | ZookeeperErrorKind::SessionExpired
+                | ZookeeperErrorKind::ClientClosed => {
+                    Self::connect(format!("lost the zookeeper session while reading `{path}`: {zk}"))
+                }
+                _ => Self::other(format!("zookeeper request for `{path}` failed: {zk}")),
+            },
             // The path the library names: the lock, or the node refused.
             zk_lock::Error::NoAuth { path } => Self::no_permission(&path),
             other => Self::other(other.to_string()),

@@ -2,7 +2,6 @@
 
 use serde_json::json;
 use zk_lock::{Client, Participant, Role};
-use zookeeper_client::Error as ZkError;
 
 use crate::error::CliError;
 use crate::inspect;
@@ -26,7 +25,7 @@ pub async fn run(client: &Client, path: &str) -> Result<Report, CliError> {
     for holder in holders {
         match zk_lock::revoke_node(client, &holder.node_path).await {
             Ok(()) => revoked.push(holder),
-            Err(zk_lock::Error::Zookeeper(ZkError::NoNode)) => gone.push(holder),
+            Err(zk_lock::Error::Zookeeper(error)) if error.is_no_node() => gone.push(holder),
             Err(e) => return Err(CliError::from_lock(&holder.node_path, e)),
         }
     }
@@ -117,7 +116,7 @@ pub async fn force(client: &Client, path: &str, node: Option<&str>) -> Result<Re
             let json = json!({ "path": path, "exists": true, "released": participant_json(position, &released) });
             Ok(Report { text, json, not_found: None, warning: None })
         }
-        Err(zk_lock::Error::Zookeeper(ZkError::NoNode)) => Ok(Report {
+        Err(zk_lock::Error::Zookeeper(error)) if error.is_no_node() => Ok(Report {
             text: String::new(),
             json: json!({ "path": path, "exists": true, "released": null }),
             not_found: Some(format!("`{}` was released before it could be deleted", escape(&target))),

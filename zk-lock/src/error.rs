@@ -104,9 +104,92 @@ pub enum Error {
         path: String,
     },
 
-    /// A ZooKeeper request failed in a way the recipe does not handle itself.
+    /// A ZooKeeper request failed in a way the recipe does not handle itself (a refusal for
+    /// lack of permission is [`Error::NoAuth`] instead).
     #[error("zookeeper request failed: {0}")]
-    Zookeeper(#[from] zookeeper_client::Error),
+    Zookeeper(ZookeeperError),
+}
+
+/// A ZooKeeper request that failed: what happened ([`kind`](Self::kind)) and the client's
+/// message. zk-lock's own type, so that a release of the ZooKeeper client it runs on is not a
+/// breaking release of zk-lock; that client's error is its [`source`](std::error::Error::source).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ZookeeperError {
+    kind: ZookeeperErrorKind,
+    source: zookeeper_client::Error,
+}
+
+/// What went wrong with a ZooKeeper request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ZookeeperErrorKind {
+    /// The node does not exist (for a lock node: its holder released it, or it was deleted).
+    NoNode,
+    /// The node exists already.
+    NodeExists,
+    /// The node has children, so it cannot be deleted.
+    NotEmpty,
+    /// The node's version is not the one given (someone else wrote it meanwhile).
+    BadVersion,
+    /// The connection to the server was lost before the answer came; the request may or may not
+    /// have been carried out.
+    ConnectionLoss,
+    /// The session expired: its ephemeral nodes, locks included, are gone.
+    SessionExpired,
+    /// The client was closed.
+    ClientClosed,
+    /// The server refused the credentials.
+    AuthFailed,
+    /// The request was too large, or malformed, for the server.
+    BadArguments,
+    /// Anything else: the message says what.
+    Other,
+}
+
+impl ZookeeperError {
+    /// What happened.
+    pub fn kind(&self) -> ZookeeperErrorKind {
+        self.kind
+    }
+
+    /// Whether the node did not exist.
+    pub fn is_no_node(&self) -> bool {
+        self.kind == ZookeeperErrorKind::NoNode
+    }
+
+    pub(crate) fn new(source: zookeeper_client::Error) -> Self {
+        use zookeeper_client::Error as Zk;
+        let kind = match &source {
+            Zk::NoNode => ZookeeperErrorKind::NoNode,
+            Zk::NodeExists => ZookeeperErrorKind::NodeExists,
+            Zk::NotEmpty => ZookeeperErrorKind::NotEmpty,
+            Zk::BadVersion => ZookeeperErrorKind::BadVersion,
+            Zk::ConnectionLoss => ZookeeperErrorKind::ConnectionLoss,
+            Zk::SessionExpired => ZookeeperErrorKind::SessionExpired,
+            Zk::ClientClosed => ZookeeperErrorKind::ClientClosed,
+            Zk::AuthFailed => ZookeeperErrorKind::AuthFailed,
+            Zk::BadArguments(_) => ZookeeperErrorKind::BadArguments,
+            _ => ZookeeperErrorKind::Other,
+        };
+        Self { kind, source }
+    }
+
+    /// zookeeper-client's error, for the crate's own decisions.
+    pub(crate) fn zk(&self) -> &zookeeper_client::Error {
+        &self.source
+    }
+}
+
+impl std::fmt::Display for ZookeeperError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.source.fmt(f)
+    }
+}
+
+impl std::error::Error for ZookeeperError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
 }
 
 /// Why a held lock stopped being held.
@@ -175,15 +258,33 @@ impl Error {
     pub(crate) fn from_zookeeper(error: zookeeper_client::Error, path: &str) -> Self {
         match error {
             zookeeper_client::Error::NoAuth => Self::NoAuth { path: path.to_owned() },
-            other => Self::Zookeeper(other),
+            other => Self::Zookeeper(ZookeeperError::new(other)),
         }
     }
 
     /// [`from_zookeeper`](Self::from_zookeeper) for an error already converted without the path.
     pub(crate) fn at_path(self, path: &str) -> Self {
         match self {
-            Self::Zookeeper(error) => Self::from_zookeeper(error, path),
+            Self::Zookeeper(error) => Self::from_zookeeper(error.source, path),
             other => other,
         }
+    }
+
+    /// zookeeper-client's error, if this is one.
+    pub(crate) fn zk(&self) -> Option<&zookeeper_client::Error> {
+        match self {
+            Self::Zookeeper(error) => Some(error.zk()),
+            _ => None,
+        }
+    }
+}
+
+#[doc(hidden)]
+/// The crate's own requests' errors, converted where a path is not at hand (a refusal for lack
+/// of permission then names none until [`Error::at_path`] gives it one). Crate-private in
+/// effect: `zookeeper_client::Error` is not reachable from zk-lock's public API.
+impl From<zookeeper_client::Error> for Error {
+    fn from(error: zookeeper_client::Error) -> Self {
+        Self::Zookeeper(ZookeeperError::new(error))
     }
 }

@@ -208,7 +208,7 @@ pub mod __private;
 
 pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
 pub use declared::{check_declared, declared, Conflict, Declaration};
-pub use error::{Error, LostReason, Result};
+pub use error::{Error, LostReason, Result, ZookeeperError, ZookeeperErrorKind};
 pub use holder::HolderDescription;
 pub use layout::{ParticipantKind, Recipe};
 pub use lock_order::{
@@ -229,10 +229,13 @@ pub use recipes::semaphore_mutex::{SemaphoreMutex, SemaphoreMutexGuard};
 pub use recipes::shared_count::{SharedCount, VersionedCount};
 pub use registry::{connect, default_client, named_client, shutdown, CONNECT_ENV, DEFAULT_CONNECT_STRING};
 pub use zk_lock_macros::{zk_lock, zk_multi_lock, zk_read_lock, zk_semaphore, zk_write_lock};
-/// zookeeper-client's TLS options, for [`ClientBuilder::tls_options`].
-#[cfg(feature = "tls")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
-pub use zookeeper_client::TlsOptions;
-/// ZooKeeper's access control types, for [`ClientBuilder::acl`]: zookeeper-client's own, since
-/// [`Client::zookeeper`] hands out its client and an ACL read back from a node is one of these.
-pub use zookeeper_client::{Acl, Acls, AuthId, Permission};
+/// [zookeeper-client](https://docs.rs/zookeeper-client) 0.11, the ZooKeeper client zk-lock runs
+/// on, for what zk-lock does not wrap: the ACL types of [`ClientBuilder::acl`] (`Acls`, `Acl`,
+/// `AuthId`, `Permission`), [`ClientBuilder::tls_options`]'s `TlsOptions`, the raw client of
+/// [`Client::zookeeper`] and the multi-op writer of a guard's `fenced_writer()`.
+///
+/// **Versioned with zookeeper-client, not with zk-lock.** Everything zk-lock's API takes or
+/// returns from that crate is named through this module, and nothing else is: a zookeeper-client
+/// release that changes these types changes this module (and is named in the CHANGELOG), while
+/// the rest of the API, errors included ([`ZookeeperError`]), is zk-lock's own.
+pub use zookeeper_client as zookeeper;

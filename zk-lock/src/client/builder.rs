@@ -94,7 +94,7 @@ impl ClientBuilder {
     /// container parents of lock paths, and the namespace node (default: `world:anyone` with
     /// all permissions, as Curator's default `ACLProvider`).
     ///
-    /// With [`Acls::creator_all()`](crate::Acls::creator_all) and [`auth`](Self::auth), only
+    /// With [`Acls::creator_all()`](crate::zookeeper::Acls::creator_all) and [`auth`](Self::auth), only
     /// clients with the same credentials can take, delete or overwrite the locks: others get
     /// [`Error::NoAuth`]. ZooKeeper checks a delete against the ACL of the *parent*, so this
     /// protects lock paths whose parents this ACL created; parents that already exist keep
@@ -105,7 +105,7 @@ impl ClientBuilder {
     /// # async fn demo() -> zk_lock::Result<()> {
     /// let client = zk_lock::Client::builder("10.0.0.1:2181")
     ///     .auth("digest", "orders:secret")
-    ///     .acl(&zk_lock::Acls::creator_all())
+    ///     .acl(&zk_lock::zookeeper::Acls::creator_all())
     ///     .install()
     ///     .await?;
     /// # Ok(()) }
@@ -114,7 +114,7 @@ impl ClientBuilder {
     /// A connect fails with [`Error::Connect`], before anything is created, when the list is
     /// empty, when it names the `auth` scheme (as `creator_all` does) but no credentials were
     /// added, or when it would not grant this client `READ`, `CREATE` and `DELETE` (as
-    /// [`Acls::anyone_read()`](crate::Acls::anyone_read) alone does not): the client could not
+    /// [`Acls::anyone_read()`](crate::zookeeper::Acls::anyone_read) alone does not): the client could not
     /// use the parents it creates, and a parent that never had a child is never removed by
     /// ZooKeeper. Entries only the server can match (`ip`, `x509`, a `digest` entry for this
     /// client's user, whose password hash is the server's to check) are taken to apply; when the

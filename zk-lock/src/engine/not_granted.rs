@@ -18,7 +18,7 @@ pub(crate) enum NotGranted {
 impl NotGranted {
     /// Whether ZooKeeper refused a request for lack of permission.
     pub(crate) fn is_no_auth(&self) -> bool {
-        matches!(self, Self::Error(Error::Zookeeper(ZkError::NoAuth) | Error::NoAuth { .. }))
+        matches!(self, Self::Error(error) if matches!(error, Error::NoAuth { .. }) || matches!(error.zk(), Some(ZkError::NoAuth)))
     }
 }
 
@@ -34,7 +34,7 @@ impl From<ZkError> for NotGranted {
 impl From<Error> for NotGranted {
     fn from(error: Error) -> Self {
         match error {
-            Error::Zookeeper(ZkError::SessionExpired | ZkError::ClientClosed) => Self::SessionGone,
+            error if matches!(error.zk(), Some(ZkError::SessionExpired | ZkError::ClientClosed)) => Self::SessionGone,
             other => Self::Error(other),
         }
     }

@@ -222,7 +222,7 @@ impl HeldNode {
                 }
                 None => {
                     grant_log::ended(&self.node_path, Ended::ReleaseFailed(&error.to_string()));
-                    Err(error.into())
+                    Err(Error::from_zookeeper(error, &self.path))
                 }
             },
         }

@@ -22,7 +22,7 @@ use crate::zk::delete_with_retry;
 ///   message lists their nodes).
 /// - As [`participants_with`] for reading the lock, and [`Error::NoAuth`] naming the node if
 ///   its parent's ACL does not let this client delete it.
-/// - [`Error::Zookeeper`] with [`zookeeper_client::Error::NoNode`] if the holder released it
+/// - [`Error::Zookeeper`] of kind [`NoNode`](crate::ZookeeperErrorKind::NoNode) if the holder released it
 ///   between the read and the delete.
 /// - [`Error::ClientClosed`] once the client is closed.
 ///

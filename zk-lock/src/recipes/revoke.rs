@@ -92,7 +92,7 @@ pub async fn revoke_with(client: &Client, path: &str) -> Result<usize> {
 /// - [`Error::InvalidPath`] if `node_path` is not a valid path, or its name does not end in a
 ///   sequence number as every lock node's does: this keeps a mistyped lock path or a shared
 ///   count from being overwritten.
-/// - [`Error::Zookeeper`] with [`zookeeper_client::Error::NoNode`] if the node does not exist
+/// - [`Error::Zookeeper`] of kind [`NoNode`](crate::ZookeeperErrorKind::NoNode) if the node does not exist
 ///   (its owner released it, or the path is wrong). Curator's `Revoker` ignores that case;
 ///   [`revoke_with`] skips it too.
 /// - [`Error::NoAuth`] naming `node_path` if the node's ACL does not let this client write it.

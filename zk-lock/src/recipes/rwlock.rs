@@ -208,7 +208,7 @@ impl RwLock {
             Err(DowngradeError::Zookeeper(ZkError::ClientClosed | ZkError::AuthFailed)) => {
                 return Err(writer.lost_error(LostReason::SessionClosed));
             }
-            Err(DowngradeError::Zookeeper(error)) => return Err(error.into()),
+            Err(DowngradeError::Zookeeper(error)) => return Err(Error::from_zookeeper(error, &self.target.path)),
         };
         let granted =
             Grant { session, node_path: node_path.into(), token, losses_seen, local: None, claim: Some(claim) };

@@ -110,7 +110,7 @@ mod tests {
         // The first node made refuses the client: it is removed before the error is returned.
         let acl = elsewhere();
         let refused = create_containers(&zk, &format!("{root}/a/c/d"), Acls::new(&acl)).await;
-        assert_eq!(refused.map(drop), Err(Error::Zookeeper(ZkError::NoAuth)));
+        assert_eq!(refused.map(drop).map_err(|e| e.zk().cloned()), Err(Some(ZkError::NoAuth)));
         assert_eq!(zk.check_stat(&format!("{root}/a/c")).await.unwrap(), None, "`c` was removed");
 
         // Made for a create that is refused afterwards: removed by the caller, deepest first;
