@@ -16,7 +16,25 @@ pub(super) fn diagnose(connect_string: &str) -> String {
     connect_hosts(connect_string).map(probe).collect::<Vec<_>>().join("; ")
 }
 
+/// ZooKeeper's port when a connect string gives none, as zookeeper-client assumes.
+const DEFAULT_PORT: u16 = 2181;
+
+/// `host` as zookeeper-client dials it: without its `tcp://`/`tcps://` scheme, with the default
+/// port when it names none (`localhost`, `[::1]`).
+fn dialled(host: &str) -> String {
+    let bare = host.strip_prefix("tcp://").or_else(|| host.strip_prefix("tcps://")).unwrap_or(host);
+    let has_port = match bare.strip_prefix('[') {
+        Some(bracketed) => bracketed.contains("]:"),
+        None => bare.contains(':'),
+    };
+    match has_port {
+        true => bare.to_owned(),
+        false => format!("{bare}:{DEFAULT_PORT}"),
+    }
+}
+
 fn probe(host: &str) -> String {
+    let host = &dialled(host);
     let addresses = match host.to_socket_addrs() {
         Ok(addresses) => addresses.collect::<Vec<_>>(),
         Err(error) => return format!("`{host}` did not resolve ({error})"),
@@ -44,6 +62,10 @@ mod tests {
         let found = diagnose(&format!("{free},no-such-host.invalid:2181/chroot"));
         assert!(found.contains(&format!("connection refused at {free}")), "{found}");
         assert!(found.contains("`no-such-host.invalid:2181` did not resolve"), "{found}");
+        assert_eq!(super::dialled("localhost"), "localhost:2181");
+        assert_eq!(super::dialled("tcp://zk1"), "zk1:2181");
+        assert_eq!(super::dialled("[::1]"), "[::1]:2181");
+        assert_eq!(super::dialled("[::1]:2182"), "[::1]:2182");
         let listening = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let found = diagnose(&listening.local_addr().unwrap().to_string());
         assert!(found.ends_with("accepts connections but gave no session"), "{found}");
