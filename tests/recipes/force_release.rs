@@ -99,6 +99,13 @@ async fn a_curator_holder_is_released_and_our_waiter_granted() {
     let released = force_release(&operator, &path).await.unwrap();
     assert_eq!(released.node_name, curator_node);
     assert_eq!(released.kind, ParticipantKind::Mutex);
+    eprintln!(
+        "forced release of a Curator holder: node {}, session 0x{:x}, data {:?} (Curator writes its IP), held {:?}",
+        released.node_path,
+        released.session_id,
+        String::from_utf8_lossy(&released.data),
+        released.age
+    );
     let (_, next) = next.await.unwrap();
     next.release().await.unwrap();
     // Curator's release finds its node gone, and says nothing of it.
