@@ -83,6 +83,12 @@ pub(crate) fn joined_queue(node: &str, queue_position: usize, ahead: usize) {
     tracing::debug!(target: TARGET, node, queue_position, ahead, "joined the lock queue");
 }
 
+/// Whether anyone takes the waiters' places in line: the feature `metrics` (the gauge), or a
+/// subscriber of DEBUG events of this crate. Otherwise a waiter keeps nothing for them.
+pub(crate) fn queue_places_observed() -> bool {
+    cfg!(feature = "metrics") || tracing::enabled!(target: TARGET, tracing::Level::DEBUG)
+}
+
 /// A waiter learnt it is `place` in line (`said`, as `QueuePosition` reads), behind `holder`
 /// (its description or node, and how long its node has existed) when it read the holder's node.
 pub(crate) fn queue_place(

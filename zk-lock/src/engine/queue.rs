@@ -159,7 +159,7 @@ async fn until_deleted(
     parent: &str,
     name: &str,
     local: Option<&LocalNode>,
-    mut read: impl FnMut(Vec<u8>, &Stat),
+    mut positions: Option<&mut Positions<'_>>,
 ) -> std::result::Result<(), NotGranted> {
     // Our own session ending meanwhile is seen around the whole attempt (`acquire_loop`).
     if let Some(local) = local.filter(|local| local.session() == zk.session_id()) {
@@ -177,7 +177,9 @@ async fn until_deleted(
                 return Err(NotGranted::Error(not_ephemeral(parent, name, "ahead in the queue")))
             }
             Ok((data, stat, watcher)) => {
-                read(data, &stat);
+                if let Some(positions) = positions.as_deref_mut() {
+                    positions.nearest_read(name, data, &stat);
+                }
                 watcher
             }
             Err(ZkError::NoNode) => return Ok(()),
@@ -277,16 +279,22 @@ enum Place {
         /// Whether the nodes ahead may change kind before our turn (a writer ahead of a reader
         /// may downgrade): when one of them goes, the queue is listed again in any case.
         recheck: bool,
-        /// How many nodes it waits for, and the first of them (the holder).
+        /// How many nodes it waits for.
         ahead: usize,
-        head: String,
     },
     /// Our node is not in the queue: it was deleted.
     Gone,
 }
 
-/// Where the node `name` stands in `children`, a listing of the queue.
-fn place(spec: &LockSpec<'_>, name: &str, children: Vec<String>, trace_entry: bool) -> Place {
+/// Where the node `name` stands in `children`, a listing of the queue; `positions`, if anyone
+/// listens, learns which node heads the queue.
+fn place(
+    spec: &LockSpec<'_>,
+    name: &str,
+    children: Vec<String>,
+    trace_entry: bool,
+    positions: Option<&mut Positions<'_>>,
+) -> Place {
     let nodes = spec.queue.sorted(children);
     let Some(ours) = nodes.iter().position(|node| node.name == name) else { return Place::Gone };
     let blockers: Vec<&SequenceNode> = spec.queue.blockers(&nodes, ours).collect();
@@ -296,7 +304,10 @@ fn place(spec: &LockSpec<'_>, name: &str, children: Vec<String>, trace_entry: bo
     let recheck = blockers.iter().any(|blocker| spec.queue.rechecks_after(blocker.kind));
     match (blockers.first(), blockers.last()) {
         (Some(head), Some(nearest)) => {
-            Place::Behind { nearest: nearest.name.clone(), recheck, ahead: blockers.len(), head: head.name.clone() }
+            if let Some(positions) = positions {
+                positions.headed_by(&head.name, head.name == nearest.name);
+            }
+            Place::Behind { nearest: nearest.name.clone(), recheck, ahead: blockers.len() }
         }
         _ => Place::First,
     }
@@ -321,20 +332,22 @@ async fn wait_in_queue(
     mut waiting: Waiting,
 ) -> std::result::Result<Option<Arc<str>>, NotGranted> {
     let mut own_watch: Option<OwnNodeWatch> = None;
-    let mut positions = Positions::new(spec);
+    // Boxed, and only when someone listens: most waiters carry nothing for it.
+    let mut positions =
+        spec.positions.filter(|_| waiting.may_wait).map(|report| Box::new(Positions::new(spec, report)));
     loop {
         let trace_entry = std::mem::take(&mut waiting.trace_entry);
-        let (nearest, recheck, head) = match place(spec, name, children, trace_entry) {
+        let (nearest, recheck) = match place(spec, name, children, trace_entry, positions.as_deref_mut()) {
             Place::Gone => {
                 trace::deleted_while_waiting(name);
                 return Ok(None);
             }
             Place::First => return Ok(Some(own_path)),
-            Place::Behind { nearest, recheck, ahead, head } => {
-                if waiting.may_wait {
-                    positions.at(ahead + 1, &head, head == nearest);
+            Place::Behind { nearest, recheck, ahead } => {
+                if let Some(positions) = positions.as_deref_mut() {
+                    positions.at(ahead + 1);
                 }
-                (nearest, recheck, head)
+                (nearest, recheck)
             }
         };
         if !waiting.may_wait {
@@ -345,12 +358,7 @@ async fn wait_in_queue(
             own_watch = Some(OwnNodeWatch::send(zk, own_path.clone()));
         }
         // The read that watches the holder's node tells who holds it, for nothing.
-        let holder_read = |data: Vec<u8>, stat: &Stat| {
-            if nearest == head {
-                positions.holder_read(&head, data, stat);
-            }
-        };
-        let ahead_gone = until_deleted(zk, spec.path, &nearest, local.as_deref(), holder_read);
+        let ahead_gone = until_deleted(zk, spec.path, &nearest, local.as_deref(), positions.as_deref_mut());
         match own_watch.as_mut() {
             Some(own_watch) => tokio::select! {
                 // Our node's deletion first: granting it would hand out a lock already lost.
@@ -373,75 +381,92 @@ async fn wait_in_queue(
         if own_node_followed && !recheck && nothing_ahead {
             return Ok(Some(own_path));
         }
-        children = match nearest == head {
-            // The holder went: the listing shows the next one.
-            true => list_children(zk, spec.path).await?,
-            false => positions.list_with_holder(zk, &head).await?,
+        children = match positions.as_deref_mut() {
+            // Still behind the same holder: the listing reads its data too.
+            Some(positions) => positions.list_with_holder(zk).await?,
+            None => list_children(zk, spec.path).await?,
         };
     }
 }
 
-/// What a waiter knows of its place, and whom it tells (the recipe's report, if any).
+/// What a waiter knows of its place, and whom it tells. It keeps nothing of the queue but the
+/// name of the node heading it, and the holder's data only until it is told.
 struct Positions<'a> {
     path: &'a str,
-    report: Option<&'a (dyn Fn(&QueuePosition) + Send + Sync)>,
-    /// The place and head last told.
+    report: &'a (dyn Fn(&QueuePosition) + Send + Sync),
+    /// The node heading the queue in the last listing, and whether it is the node we watch.
+    head: String,
+    head_is_nearest: bool,
+    /// The place last told, and behind which head.
     told: Option<(usize, String)>,
-    /// Not told yet: waiting for the read of the holder's node.
-    pending: Option<(usize, String)>,
+    /// A place not told yet: the read of the holder's node comes next.
+    pending: Option<usize>,
+    /// The holder's node, read for the next report.
     holder: Option<QueueHolder>,
 }
 
 impl<'a> Positions<'a> {
-    fn new(spec: &LockSpec<'a>) -> Self {
-        Self { path: spec.path, report: spec.positions, told: None, pending: None, holder: None }
+    fn new(spec: &LockSpec<'a>, report: &'a (dyn Fn(&QueuePosition) + Send + Sync)) -> Self {
+        Self {
+            path: spec.path,
+            report,
+            head: String::new(),
+            head_is_nearest: false,
+            told: None,
+            pending: None,
+            holder: None,
+        }
     }
 
-    /// The listing puts us at `place` behind `head`; `watching_head`: the read that watches it
-    /// comes next, and tells who holds it.
-    fn at(&mut self, place: usize, head: &str, watching_head: bool) {
-        if self.report.is_none() {
-            return;
+    fn headed_by(&mut self, head: &str, is_nearest: bool) {
+        if self.head != head {
+            self.head = head.to_owned();
         }
+        self.head_is_nearest = is_nearest;
         if self.holder.as_ref().is_some_and(|holder| holder.node_name != head) {
             self.holder = None;
         }
-        let now = (place, head.to_owned());
-        if self.told.as_ref() == Some(&now) {
+    }
+
+    /// The listing puts us at `place`.
+    fn at(&mut self, place: usize) {
+        if self.told.as_ref().is_some_and(|(told, head)| *told == place && *head == self.head) {
+            self.holder = None;
             return;
         }
-        match watching_head && self.holder.is_none() {
-            true => self.pending = Some(now),
-            false => self.tell(now),
+        match self.head_is_nearest && self.holder.is_none() {
+            // The read that watches the holder's node comes next, and tells who holds it.
+            true => self.pending = Some(place),
+            false => self.tell(place),
         }
     }
 
-    fn holder_read(&mut self, head: &str, data: Vec<u8>, stat: &Stat) {
-        if self.report.is_none() {
-            return;
-        }
-        self.holder = Some(QueueHolder::read(head, data, stat));
-        if let Some(pending) = self.pending.take() {
-            self.tell(pending);
+    /// The node we watch was read: the holder's, when it heads the queue.
+    fn nearest_read(&mut self, nearest: &str, data: Vec<u8>, stat: &Stat) {
+        if self.head_is_nearest && self.head == nearest {
+            if let Some(place) = self.pending.take() {
+                self.holder = Some(QueueHolder::read(nearest, data, stat));
+                self.tell(place);
+            }
         }
     }
 
-    fn tell(&mut self, (place, head): (usize, String)) {
-        let Some(report) = self.report else { return };
-        let holder = self.holder.clone().filter(|holder| holder.node_name == head);
-        report(&QueuePosition { path: self.path.to_owned(), place, ahead: place - 1, holder });
-        self.told = Some((place, head));
+    fn tell(&mut self, place: usize) {
+        let holder = self.holder.take().filter(|holder| holder.node_name == self.head);
+        (self.report)(&QueuePosition { path: self.path.to_owned(), place, ahead: place - 1, holder });
+        self.told = Some((place, self.head.clone()));
     }
 
-    /// Lists the queue again; when someone listens, in one multi-read with the data of the
-    /// holder it waited behind (no more requests than the listing alone).
-    async fn list_with_holder(&mut self, zk: &ZkClient, head: &str) -> std::result::Result<Vec<String>, NotGranted> {
-        if self.report.is_none() {
+    /// Lists the queue again; while the head is not the node we watched, in one multi-read with
+    /// the head's data (no more requests than the listing alone).
+    async fn list_with_holder(&mut self, zk: &ZkClient) -> std::result::Result<Vec<String>, NotGranted> {
+        if self.head_is_nearest {
+            // The holder went: the listing shows the next one.
             return Ok(list_children(zk, self.path).await?);
         }
         let mut reader = zk.new_multi_reader();
-        let read =
-            reader.add_get_children(self.path).and_then(|()| reader.add_get_data(&format!("{}/{head}", self.path)));
+        let head_path = format!("{}/{}", self.path, self.head);
+        let read = reader.add_get_children(self.path).and_then(|()| reader.add_get_data(&head_path));
         let results = match read {
             Ok(()) => reader.commit().await,
             Err(error) => Err(error),
@@ -449,7 +474,7 @@ impl<'a> Positions<'a> {
         match results.as_deref() {
             Ok([MultiReadResult::Children { children }, holder]) => {
                 if let MultiReadResult::Data { data, stat } = holder {
-                    self.holder = Some(QueueHolder::read(head, data.clone(), stat));
+                    self.holder = Some(QueueHolder::read(&self.head, data.clone(), stat));
                 }
                 Ok(children.clone())
             }

@@ -180,18 +180,19 @@ impl LockTarget {
             return self.borrow(client, enclosing, patience).await;
         }
         let data = self.node_data();
-        let template = self.template();
-        let positions = |position: &QueuePosition| {
+        let report = |position: &QueuePosition| {
             let holder = position.holder.as_ref().map(|holder| {
                 let who = holder.description.as_ref().map_or_else(|| holder.node_name.clone(), ToString::to_string);
                 (who, holder.held_for.as_millis() as u64)
             });
-            trace::queue_place(recipe, template, position.place, holder, position);
+            trace::queue_place(recipe, self.template(), position.place, holder, position);
             if let Some(report) = &self.positions {
                 report(position);
             }
         };
-        let spec = LockSpec { path: &self.path, queue: recipe.queue(), data: &data, positions: Some(&positions) };
+        let observed = self.positions.is_some() || trace::queue_places_observed();
+        let positions = observed.then_some(&report as &(dyn Fn(&QueuePosition) + Send + Sync));
+        let spec = LockSpec { path: &self.path, queue: recipe.queue(), data: &data, positions };
         let start = |session, may_wait, acls| LockAttempt::new(session, &spec, acls, may_wait);
         self.run_attempts(client, recipe, patience, start, |grant| {
             Share::new(self.hold(client, recipe, grant, Granted::Lock), None)
