@@ -7,6 +7,8 @@ use std::io::{self, Write};
 use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::{json, Value};
+// What must not reach a terminal as it is: the rule `HolderDescription::parse` applies to host names.
+use zk_lock::is_unsafe_to_print as is_unsafe;
 use zk_lock::{Participant, ParticipantKind, Role};
 use zookeeper_client::SessionId;
 
@@ -25,27 +27,6 @@ pub struct Report {
 
 /// The data Curator's `Revoker` writes into a holder's node.
 pub const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
-
-/// Whether `c` must not reach a terminal as it is: control characters (C0, which includes ESC,
-/// BEL, CR, LF and tab; DEL; C1, which includes the one-byte CSI U+009B and NEL U+0085), and the
-/// Unicode format characters and separators that reorder or hide text (bidirectional overrides
-/// and isolates like U+202E, zero-width characters, U+2028-U+2029; the set
-/// `zk_lock::HolderDescription::parse` refuses in host names).
-fn is_unsafe(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{ad}'
-                | '\u{61c}'
-                | '\u{180e}'
-                | '\u{200b}'..='\u{200f}'
-                | '\u{2028}'..='\u{202e}'
-                | '\u{2060}'..='\u{206f}'
-                | '\u{feff}'
-                | '\u{fff9}'..='\u{fffb}'
-                | '\u{e0000}'..='\u{e007f}'
-        )
-}
 
 /// `c`, which [`is_unsafe`], as visible text: `\n`, `\r`, `\t`, `\x1b` (other ASCII controls and
 /// DEL), `\u{202e}` (the others).

@@ -44,7 +44,16 @@ const MAX_HOST_CHARS: usize = 253;
 /// ([`is_format`]). Unicode host names (IDN) are accepted as they are.
 fn is_host_name(host: &str) -> bool {
     let fitting = !host.is_empty() && host.chars().count() <= MAX_HOST_CHARS;
-    fitting && !host.chars().any(|c| c.is_whitespace() || c.is_control() || is_format(c))
+    fitting && !host.chars().any(|c| c.is_whitespace() || is_unsafe_to_print(c))
+}
+
+/// Whether `c` must not reach a terminal as it is: a control character (C0, which includes ESC,
+/// BEL, CR, LF and tab; DEL; C1, which includes the one-byte CSI U+009B and NEL U+0085) or a
+/// Unicode format character or separator that reorders or hides text. The characters
+/// [`HolderDescription::parse`] refuses in a host name (with whitespace), and those `zk-lock`
+/// (the CLI) escapes in everything it prints from the server.
+pub fn is_unsafe_to_print(c: char) -> bool {
+    c.is_control() || is_format(c)
 }
 
 /// The Unicode format characters (category Cf) and separators that change how text around them

@@ -209,7 +209,7 @@ pub mod __private;
 pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
 pub use declared::{check_declared, declared, Conflict, Declaration};
 pub use error::{Error, LostReason, Result, ZookeeperError, ZookeeperErrorKind};
-pub use holder::HolderDescription;
+pub use holder::{is_unsafe_to_print, HolderDescription};
 pub use layout::{ParticipantKind, Recipe};
 pub use lock_order::{
     check_lock_order, lock_order, lock_order_checking, set_lock_order_checking, LockOrder, LockOrderCycle,
