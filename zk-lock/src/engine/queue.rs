@@ -471,12 +471,13 @@ impl<'a> Positions<'a> {
             Ok(()) => reader.commit().await,
             Err(error) => Err(error),
         };
-        match results.as_deref() {
-            Ok([MultiReadResult::Children { children }, holder]) => {
-                if let MultiReadResult::Data { data, stat } = holder {
-                    self.holder = Some(QueueHolder::read(&self.head, data.clone(), stat));
+        let mut results = results.map(Vec::into_iter);
+        match results.as_mut().map(|results| (results.next(), results.next())) {
+            Ok((Some(MultiReadResult::Children { children }), holder)) => {
+                if let Some(MultiReadResult::Data { data, stat }) = holder {
+                    self.holder = Some(QueueHolder::read(&self.head, data, &stat));
                 }
-                Ok(children.clone())
+                Ok(children)
             }
             // A broken connection, or an answer of another shape: the plain listing decides.
             _ => Ok(list_children(zk, self.path).await?),
