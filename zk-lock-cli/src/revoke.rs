@@ -62,7 +62,7 @@ pub async fn run(client: &Client, path: &str) -> Result<Report, CliError> {
 }
 
 /// Runs `revoke --force`: deletes the node of the lock's one holder (or `node`) with
-/// [`zk_lock::force_release_node`], after reading who held it and for how long.
+/// [`zk_lock::force_release_participant`], after reading who held it and for how long (one read).
 pub async fn force(client: &Client, path: &str, node: Option<&str>) -> Result<Report, CliError> {
     let Some(found) = inspect::read(client, path).await? else {
         return Ok(Report {
@@ -74,8 +74,19 @@ pub async fn force(client: &Client, path: &str, node: Option<&str>) -> Result<Re
     };
     let holders: Vec<&Participant> = found.iter().filter(|p| p.role == Role::Holder).collect();
     let target = match (node, &holders[..]) {
-        (Some(node), _) => node.to_owned(),
-        (None, [holder]) => holder.node_name.clone(),
+        (Some(node), _) => match found.iter().find(|p| p.node_name == node || p.node_path == node) {
+            Some(named) => named.clone(),
+            None => {
+                let names: Vec<String> = found.iter().map(|p| escape(&p.node_name).into_owned()).collect();
+                return Err(CliError::usage(format!(
+                    "--node: `{}` is not a node of `{}`; its nodes: {}",
+                    escape(node),
+                    escape(path),
+                    names.join(", ")
+                )));
+            }
+        },
+        (None, [holder]) => (*holder).clone(),
         (None, []) => {
             return Ok(Report {
                 text: String::new(),
@@ -95,7 +106,9 @@ pub async fn force(client: &Client, path: &str, node: Option<&str>) -> Result<Re
             )));
         }
     };
-    match zk_lock::force_release_node(client, path, &target).await {
+    // The participants read above are the ones deleted from: no second read.
+    let target_name = target.node_name.clone();
+    match zk_lock::force_release_participant(client, target).await {
         Ok(released) => {
             let position = found.iter().position(|p| p.node_path == released.node_path).unwrap_or(0) + 1;
             let mut table = Table::new(&["ROLE", "KIND", "SESSION", "NODE", "HELD/WAITING", "HOLDER"]);
@@ -119,10 +132,9 @@ pub async fn force(client: &Client, path: &str, node: Option<&str>) -> Result<Re
         Err(zk_lock::Error::Zookeeper(error)) if error.is_no_node() => Ok(Report {
             text: String::new(),
             json: json!({ "path": path, "exists": true, "released": null }),
-            not_found: Some(format!("`{}` was released before it could be deleted", escape(&target))),
+            not_found: Some(format!("`{}` was released before it could be deleted", escape(&target_name))),
             warning: None,
         }),
-        Err(zk_lock::Error::InvalidArgument { reason, .. }) => Err(CliError::usage(format!("--node: {reason}"))),
         Err(e) => Err(CliError::from_lock(path, e)),
     }
 }

@@ -241,6 +241,9 @@ async fn revoke_force_deletes_the_holders_node_says_who_held_it_and_the_waiter_m
         "{}",
         stderr(&output)
     );
+    let output = zk_lock(&["revoke", "--force", "--node", "_c_nope-__READ__0000000099", &format!("{path}-rw")]).await;
+    assert_eq!(code(&output), 2, "{}", stderr(&output));
+    assert!(stderr(&output).contains("is not a node of"), "{}", stderr(&output));
     let name = second.node_path().rsplit('/').next().unwrap();
     let doc = zk_lock_json(&["revoke", "--force", "--node", name, &format!("{path}-rw")]).await;
     assert_eq!(doc["released"]["node"], second.node_path(), "{doc}");

@@ -35,7 +35,7 @@ pub async fn force_release(client: &Client, path: &str) -> Result<Participant> {
     let mut holders: Vec<Participant> = found.into_iter().filter(|p| p.role == Role::Holder).collect();
     match holders.len() {
         0 => Err(Error::invalid_argument(path, "no one holds the lock; there is nothing to release")),
-        1 => delete(client, holders.remove(0)).await,
+        1 => force_release_participant(client, holders.remove(0)).await,
         n => {
             let nodes: Vec<&str> = holders.iter().map(|holder| holder.node_name.as_str()).collect();
             Err(Error::invalid_argument(
@@ -66,7 +66,7 @@ pub async fn force_release_node(client: &Client, path: &str, node: &str) -> Resu
     let found = participants_with(client, path).await?;
     let names: Vec<String> = found.iter().map(|p| p.node_name.clone()).collect();
     match found.into_iter().find(|p| p.node_path == node || p.node_name == node) {
-        Some(participant) => delete(client, participant).await,
+        Some(participant) => force_release_participant(client, participant).await,
         None => Err(Error::invalid_argument(
             path,
             format!(
@@ -77,7 +77,20 @@ pub async fn force_release_node(client: &Client, path: &str, node: &str) -> Resu
     }
 }
 
-async fn delete(client: &Client, participant: Participant) -> Result<Participant> {
+/// Deletes the node of `participant`, as [`participants_with`] read it (a caller that has the
+/// lock's participants already, to choose one, need not have them read again), and returns it.
+///
+/// # Errors
+///
+/// [`Error::NoAuth`] naming the node if its parent's ACL does not let this client delete it;
+/// [`Error::Zookeeper`] of kind [`NoNode`](crate::ZookeeperErrorKind::NoNode) if it is gone
+/// already; [`Error::ClientClosed`] once the client is closed.
+///
+/// # Cancel safety
+///
+/// The delete is sent on the first poll; cancelled after that, it may or may not be carried
+/// out.
+pub async fn force_release_participant(client: &Client, participant: Participant) -> Result<Participant> {
     let node: std::sync::Arc<str> = participant.node_path.as_str().into();
     let session = client.session(&node).await?;
     tracing::warn!(
