@@ -176,10 +176,12 @@ async fn first_session(config: &ClientConfig, deadline: Instant) -> Result<zooke
         let attempt = tokio::time::timeout_at(deadline, dial(config, connector(config)?.with_fail_eagerly())).await;
         match attempt {
             Ok(Ok(zk)) => return Ok(zk),
-            Ok(Err(ZkError::NoHosts)) => {
+            // Every address failed: found out why once; later rounds retry without probing.
+            Ok(Err(ZkError::NoHosts)) if finding.is_none() => {
                 let connect_string = config.connect_string.clone();
                 finding = tokio::task::spawn_blocking(move || unreachable::diagnose(&connect_string)).await.ok();
             }
+            Ok(Err(ZkError::NoHosts)) => {}
             Ok(Err(e)) => return Err(connect_error(&config.connect_string, describe_connect_failure(&e))),
             Err(_) => break,
         }
