@@ -66,7 +66,8 @@ impl OwnNodeWatch {
                 WatchStep::Again => {}
                 WatchStep::SessionEnded => std::future::pending().await,
                 WatchStep::Failed(error) => {
-                    if reconnects.wait(error).await.is_err() {
+                    // Boxed: rare, and inline it would swell every waiter behind a node of ours.
+                    if Box::pin(reconnects.wait(error)).await.is_err() {
                         std::future::pending().await
                     }
                 }

@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use zookeeper_client::{Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType, MultiReadResult, Stat};
+use zookeeper_client::{
+    Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType, MultiReadResult, OneshotWatcher, Stat,
+};
 
 use super::attempt::Attempt;
 use super::local_handoff::{self, LocalHandoff, LocalNode};
@@ -167,24 +169,14 @@ async fn until_deleted(
             return Ok(());
         }
     }
-    let path = format!("{parent}/{name}");
     let mut reconnects = Reconnects::new(zk);
     loop {
-        // `get_data` rather than `exists`: a watch on a missing node would never fire or go away.
-        // The reply is settled before the wait, so that the waiting future does not keep it.
-        let watcher = match zk.get_and_watch_data(&path).await {
-            Ok((_, stat, _)) if never_released(&stat) => {
-                return Err(NotGranted::Error(not_ephemeral(parent, name, "ahead in the queue")))
-            }
-            Ok((data, stat, watcher)) => {
-                if let Some(positions) = positions.as_deref_mut() {
-                    positions.nearest_read(name, data, &stat);
-                }
-                watcher
-            }
-            Err(ZkError::NoNode) => return Ok(()),
-            Err(error) => {
-                reconnects.wait(error).await?;
+        // Boxed: its reply and path would otherwise take room in the waiting future.
+        let watcher = match Box::pin(watch_ahead(zk, parent, name, positions.as_deref_mut())).await? {
+            Ahead::Watched(watcher) => watcher,
+            Ahead::Gone => return Ok(()),
+            Ahead::Failed(error) => {
+                Box::pin(reconnects.wait(error)).await?;
                 continue;
             }
         };
@@ -195,6 +187,37 @@ async fn until_deleted(
             // Data changed, or a reconnect: watch again.
             _ => {}
         }
+    }
+}
+
+/// What reading the node ahead, and setting a watch on it, found.
+enum Ahead {
+    Watched(OneshotWatcher),
+    Gone,
+    Failed(ZkError),
+}
+
+/// Reads the node `name` under `parent` and sets a watch on it; `positions`, if anyone listens,
+/// learns who holds it. `get_data` rather than `exists`: a watch on a missing node would never
+/// fire or go away.
+async fn watch_ahead(
+    zk: &ZkClient,
+    parent: &str,
+    name: &str,
+    positions: Option<&mut Positions<'_>>,
+) -> std::result::Result<Ahead, NotGranted> {
+    match zk.get_and_watch_data(&format!("{parent}/{name}")).await {
+        Ok((_, stat, _)) if never_released(&stat) => {
+            Err(NotGranted::Error(not_ephemeral(parent, name, "ahead in the queue")))
+        }
+        Ok((data, stat, watcher)) => {
+            if let Some(positions) = positions {
+                positions.nearest_read(name, data, &stat);
+            }
+            Ok(Ahead::Watched(watcher))
+        }
+        Err(ZkError::NoNode) => Ok(Ahead::Gone),
+        Err(error) => Ok(Ahead::Failed(error)),
     }
 }
 
@@ -383,7 +406,8 @@ async fn wait_in_queue(
         }
         children = match positions.as_deref_mut() {
             // Still behind the same holder: the listing reads its data too.
-            Some(positions) => positions.list_with_holder(zk).await?,
+            // Boxed: a multi-read's future, inline, would swell every waiter.
+            Some(positions) => Box::pin(positions.list_with_holder(zk)).await?,
             None => list_children(zk, spec.path).await?,
         };
     }
