@@ -122,64 +122,55 @@ pub(crate) fn granted(node: &str, fencing_token: i64) {
     span.record("fencing_token", fencing_token);
 }
 
-/// What the events and the metrics of a held lock say about it; shared by the hold and its
-/// session's reports on the node, so that only the first of "released" and "lost" is reported.
-#[derive(Debug, Clone)]
-pub(crate) struct HoldTrace(Arc<HoldTraceFields>);
-
+/// What the events and the metrics of a held lock say about it (of its node, named by the
+/// caller); kept in the node's status, which the hold and its session share, so that only the
+/// first of "released" and "lost" is reported.
 #[derive(Debug)]
-struct HoldTraceFields {
+pub(crate) struct HoldTrace {
     labels: Labels,
     path: Arc<str>,
-    node: Arc<str>,
     since: Instant,
     ended: AtomicBool,
 }
 
 impl HoldTrace {
     /// A lock of the path `template` granted just now.
-    pub(crate) fn new(recipe: Recipe, template: &'static str, path: Arc<str>, node: Arc<str>) -> Self {
+    pub(crate) fn new(recipe: Recipe, template: &'static str, path: Arc<str>) -> Self {
         let labels = Labels { recipe: recipe.as_str(), template };
         metrics::held(labels);
-        Self(Arc::new(HoldTraceFields { labels, path, node, since: Instant::now(), ended: AtomicBool::new(false) }))
+        Self { labels, path, since: Instant::now(), ended: AtomicBool::new(false) }
     }
 
-    /// The holder let the lock go, and ZooKeeper confirmed the delete (`dropped`: by dropping
-    /// its guard rather than releasing it).
-    pub(crate) fn released(&self, dropped: bool) {
+    /// The holder let the lock on `node` go, and ZooKeeper confirmed the delete (`dropped`: by
+    /// dropping its guard rather than releasing it).
+    pub(crate) fn released(&self, node: &str, dropped: bool) {
         if self.end(None) {
-            let (recipe, path, node, held_ms) = self.fields();
+            let (recipe, path, held_ms) = self.fields();
             tracing::debug!(target: TARGET, recipe, path, node, held_ms, dropped, "lock released");
         }
     }
 
-    /// The lock was lost while held (seen by the watch on its node, or by the release's delete).
-    pub(crate) fn lost(&self, reason: LostReason) {
+    /// The lock on `node` was lost while held (seen by the watch on its node, or by the
+    /// release's delete).
+    pub(crate) fn lost(&self, node: &str, reason: LostReason) {
         if self.end(Some(reason)) {
-            let (recipe, path, node, held_ms) = self.fields();
+            let (recipe, path, held_ms) = self.fields();
             tracing::warn!(target: TARGET, recipe, path, node, held_ms, %reason, "lock lost");
         }
     }
 
-    /// Whether this is the first end reported (`lost`: why, if it was lost); the first one is
-    /// counted in the metrics.
-    fn end(&self, lost: Option<LostReason>) -> bool {
-        self.0.end(lost)
-    }
-
-    /// Someone asked the holder to give the lock up.
-    pub(crate) fn revocation_requested(&self) {
-        let (recipe, path, node, held_ms) = self.fields();
+    /// Someone asked the holder of `node` to give the lock up.
+    pub(crate) fn revocation_requested(&self, node: &str) {
+        let (recipe, path, held_ms) = self.fields();
         tracing::info!(target: TARGET, recipe, path, node, held_ms, "lock revocation requested");
     }
 
-    fn fields(&self) -> (&'static str, &str, &str, f64) {
-        let lock = &self.0;
-        (lock.labels.recipe, &lock.path, &lock.node, millis(lock.since))
+    fn fields(&self) -> (&'static str, &str, f64) {
+        (self.labels.recipe, &self.path, millis(self.since))
     }
-}
 
-impl HoldTraceFields {
+    /// Whether this is the first end reported (`lost`: why, if it was lost); the first one is
+    /// counted in the metrics.
     fn end(&self, lost: Option<LostReason>) -> bool {
         let first = !self.ended.swap(true, Ordering::AcqRel);
         if first {
@@ -189,7 +180,7 @@ impl HoldTraceFields {
     }
 }
 
-impl Drop for HoldTraceFields {
+impl Drop for HoldTrace {
     /// A hold that ends without a report (its delete's outcome never known) still stops
     /// counting as held.
     fn drop(&mut self) {

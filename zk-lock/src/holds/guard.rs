@@ -103,12 +103,12 @@ macro_rules! lock_guard {
             /// [`Error::Zookeeper`](crate::Error::Zookeeper) if the client refuses the node path
             /// (it does not for a node it created).
             pub fn fenced_writer(&self) -> $crate::Result<::zookeeper_client::CheckWriter<'_>> {
-                Ok(self.hold.session().zk.new_check_writer(&self.hold.node_path, None)?)
+                Ok(self.hold.session().zk.new_check_writer(self.hold.node_path(), None)?)
             }
 
             /// The full path of the lock node, `<path>/_c_<uuid>-<name><sequence>`.
             pub fn node_path(&self) -> &str {
-                &self.hold.node_path
+                self.hold.node_path()
             }
 
             /// The lock path.
@@ -163,7 +163,7 @@ macro_rules! lock_guard {
         impl ::core::fmt::Debug for $name {
             fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                 f.debug_struct(stringify!($name))
-                    .field("node_path", &self.hold.node_path)
+                    .field("node_path", self.hold.node_path())
                     .field("fencing_token", &self.hold.token)
                     .field("is_held", &self.is_held())
                     .finish()

@@ -11,7 +11,7 @@ use super::grant_log::{self, Ended};
 use super::hold_events::HoldEvents;
 use super::revocation_watch::watch_for_revocation;
 use crate::background;
-use crate::engine::{Claim, Grant, LocalHandoff};
+use crate::engine::{Claim, Grant};
 use crate::error::{Error, LostReason, Result};
 use crate::layout::Recipe;
 use crate::lock_order;
@@ -26,16 +26,11 @@ pub(crate) struct HeldNode {
     client: u64,
     recipe: Recipe,
     pub path: Arc<str>,
-    pub node_path: Arc<str>,
     pub token: i64,
     session: Arc<Session>,
-    /// What the tracing events say about this hold.
-    trace: trace::HoldTrace,
     /// Lost, revoked, released: the one record of its state, written by its session (a loss, a
     /// watch's news) and by our release.
-    status: Arc<HeldStatus>,
-    /// Tells the waiters of this process behind our node when it is deleted.
-    local: Option<Arc<LocalHandoff>>,
+    status: Arc<HeldStatus<HoldEvents>>,
     /// Our responsibility for the node until ZooKeeper confirms it is gone.
     claim: Option<Claim>,
     /// Its place among the locks its task holds, for lock-order checking, until released.
@@ -60,19 +55,15 @@ impl HeldNode {
         trace::granted(&granted.node_path, granted.token);
         let node_path = granted.node_path;
         let path: Arc<str> = path.into();
-        let trace = trace::HoldTrace::new(recipe, template, path.clone(), node_path.clone());
-        let events = HoldEvents::new(trace.clone(), granted.local.clone());
-        let status = granted.session.hold(node_path.clone(), granted.losses_seen, Box::new(events));
+        let events = HoldEvents::new(trace::HoldTrace::new(recipe, template, path.clone()), granted.local);
+        let status = granted.session.hold(node_path, granted.losses_seen, events);
         Arc::new(Self {
             client,
             recipe,
             path,
-            node_path,
             token: granted.token,
             session: granted.session,
-            trace,
             status,
-            local: granted.local,
             claim: granted.claim,
             order,
             max_hold_ms: max_hold.map_or(0, |limit| u32::try_from(limit.as_millis()).unwrap_or(u32::MAX)),
@@ -80,7 +71,7 @@ impl HeldNode {
     }
 
     /// The hold's status, which its session and its `max_hold` write.
-    pub(crate) fn status(&self) -> &Arc<HeldStatus> {
+    pub(crate) fn status(&self) -> &Arc<HeldStatus<HoldEvents>> {
         &self.status
     }
 
@@ -93,6 +84,16 @@ impl HeldNode {
             }
             other => other,
         }
+    }
+
+    /// The granted node's path.
+    pub(crate) fn node_path(&self) -> &Arc<str> {
+        self.status.node_path()
+    }
+
+    /// What the tracing events and the metrics say about this hold.
+    fn trace(&self) -> &trace::HoldTrace {
+        &self.status.events().trace
     }
 
     /// Which recipe's lock it is.
@@ -141,7 +142,7 @@ impl HeldNode {
         async move {
             tokio::select! {
                 () = status.until_revoked() => {}
-                () = watch_for_revocation(&zk, &status) => {}
+                () = watch_for_revocation(&zk, &*status) => {}
             }
         }
     }
@@ -167,7 +168,7 @@ impl HeldNode {
     /// Told to the testing kit's recordings when it is the last share (the drop releases).
     pub(crate) fn finished(hold: &Arc<Self>) {
         if Arc::strong_count(hold) == 1 {
-            grant_log::finished(&hold.node_path);
+            grant_log::finished(hold.node_path());
         }
     }
 
@@ -190,7 +191,7 @@ impl HeldNode {
             // Its reply settles the claim; dropped, the claim would send a second delete.
             if let Some(delete) = delete {
                 background::spawn(delete);
-                grant_log::ended(&self.node_path, Ended::Lost(reason));
+                grant_log::ended(self.node_path(), Ended::Lost(reason));
             }
             return Err(self.lost_error(reason));
         }
@@ -203,25 +204,25 @@ impl HeldNode {
             // the session's retirement) settles the node in the background.
             reason = self.session.lost_after(self.status.losses_seen()) => {
                 background::spawn(delete);
-                self.trace.lost(reason);
-                grant_log::ended(&self.node_path, Ended::Lost(reason));
+                self.trace().lost(self.node_path(), reason);
+                grant_log::ended(self.node_path(), Ended::Lost(reason));
                 return Err(self.lost_error(reason));
             }
         };
         match deleted {
             Ok(()) => {
-                self.trace.released(false);
-                grant_log::ended(&self.node_path, Ended::Released);
+                self.trace().released(self.node_path(), false);
+                grant_log::ended(self.node_path(), Ended::Released);
                 Ok(())
             }
             Err(error) => match lost_by(&error) {
                 Some(reason) => {
-                    self.trace.lost(reason);
-                    grant_log::ended(&self.node_path, Ended::Lost(reason));
+                    self.trace().lost(self.node_path(), reason);
+                    grant_log::ended(self.node_path(), Ended::Lost(reason));
                     Err(self.lost_error(reason))
                 }
                 None => {
-                    grant_log::ended(&self.node_path, Ended::ReleaseFailed(&error.to_string()));
+                    grant_log::ended(self.node_path(), Ended::ReleaseFailed(&error.to_string()));
                     Err(Error::from_zookeeper(error, &self.path))
                 }
             },
@@ -235,11 +236,11 @@ impl HeldNode {
         if !self.status.release() {
             return None;
         }
-        self.session.let_go(&self.status);
+        self.session.let_go(&*self.status);
         self.order = None;
-        grant_log::releasing(&self.node_path);
-        let delete = delete_with_retry(&self.session.zk, self.node_path.clone());
-        let (claim, local) = (self.claim.take(), self.local.clone());
+        grant_log::releasing(self.node_path());
+        let delete = delete_with_retry(&self.session.zk, self.node_path().clone());
+        let (claim, local) = (self.claim.take(), self.status.events().local.clone());
         Some(async move {
             let deleted = delete.await;
             if let Some(local) = &local {
@@ -267,17 +268,18 @@ impl Drop for HeldNode {
     fn drop(&mut self) {
         // The delete request is sent here, in order; its reply is awaited in the background.
         if let Some(delete) = self.start_release() {
-            grant_log::ended(&self.node_path, self.lost_reason().map_or(Ended::Dropped, Ended::Lost));
+            grant_log::ended(self.node_path(), self.lost_reason().map_or(Ended::Dropped, Ended::Lost));
             // A lock lost before was traced as lost already.
-            let trace = self.lost_reason().is_none().then(|| self.trace.clone());
+            let status = self.lost_reason().is_none().then(|| self.status.clone());
             background::spawn(async move {
                 let deleted = delete.await;
-                let Some(trace) = trace else { return };
+                let Some(status) = status else { return };
+                let (trace, node) = (&status.events().trace, status.node_path());
                 match deleted {
-                    Ok(()) => trace.released(true),
+                    Ok(()) => trace.released(node, true),
                     Err(error) => {
                         if let Some(reason) = lost_by(&error) {
-                            trace.lost(reason);
+                            trace.lost(node, reason);
                         }
                     }
                 }

@@ -8,10 +8,10 @@ use crate::error::LostReason;
 use crate::session::HeldNodeEvents;
 use crate::trace::HoldTrace;
 
-pub(super) struct HoldEvents {
-    trace: HoldTrace,
+pub(crate) struct HoldEvents {
+    pub(super) trace: HoldTrace,
     /// The waiters of this process behind our node, if it has any way to tell them.
-    local: Option<Arc<LocalHandoff>>,
+    pub(super) local: Option<Arc<LocalHandoff>>,
 }
 
 impl HoldEvents {
@@ -21,8 +21,8 @@ impl HoldEvents {
 }
 
 impl HeldNodeEvents for HoldEvents {
-    fn lost(&self, reason: LostReason) {
-        self.trace.lost(reason);
+    fn lost(&self, node: &str, reason: LostReason) {
+        self.trace.lost(node, reason);
         if let Some(local) = &self.local {
             match reason {
                 LostReason::NodeDeleted => local.deleted(),
@@ -32,7 +32,7 @@ impl HeldNodeEvents for HoldEvents {
         }
     }
 
-    fn revoked(&self) {
-        self.trace.revocation_requested();
+    fn revoked(&self, node: &str) {
+        self.trace.revocation_requested(node);
     }
 }

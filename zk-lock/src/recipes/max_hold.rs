@@ -40,7 +40,7 @@ pub(super) fn check(path: &str, limit: Option<Duration>) -> Result<()> {
 /// Ends `hold` when it has lasted `limit`, unless it is let go first.
 pub(super) fn enforce(client: &Client, hold: &Arc<HeldNode>, limit: Duration) {
     let deadline = Instant::now() + limit;
-    let (client, status, node) = (client.clone(), hold.status().clone(), hold.node_path.clone());
+    let (client, status, node) = (client.clone(), hold.status().clone(), hold.node_path().clone());
     background::spawn(async move {
         tokio::select! {
             () = status.until_let_go() => return,

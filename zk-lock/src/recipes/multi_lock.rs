@@ -277,7 +277,7 @@ impl MultiGuard {
 
     /// The lock nodes, in the order they were taken.
     pub fn node_paths(&self) -> Vec<&str> {
-        self.holds().map(|hold| &*hold.node_path).collect()
+        self.holds().map(|hold| &**hold.node_path()).collect()
     }
 
     /// Whether every lock is still held.

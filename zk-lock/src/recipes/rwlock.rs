@@ -186,10 +186,10 @@ impl RwLock {
     /// multi with a check that the writer's node still exists: a writer whose node was deleted
     /// unnoticed (the lock granted to someone else since) cannot put a reader ahead of the queue.
     async fn downgrade(&self, client: &Client, writer: Arc<HeldNode>) -> Result<Arc<HeldNode>> {
-        let writer_name = writer.node_path.rsplit('/').next().unwrap_or_default();
+        let writer_name = writer.node_path().rsplit('/').next().unwrap_or_default();
         let prefix = new_protected_prefix();
         let name = downgraded_read_name(&prefix, writer_name).ok_or_else(|| {
-            Error::invalid_path(&writer.node_path, "the write lock node has no sequence; it was not made by a lock")
+            Error::invalid_path(writer.node_path(), "the write lock node has no sequence; it was not made by a lock")
         })?;
         let node_path = format!("{}/{name}", self.target.path);
         let session = writer.session().clone();
@@ -197,7 +197,7 @@ impl RwLock {
         // Until the node is a held lock, a cancelled or failed downgrade deletes it.
         let claim = Claim::new(&session, &ChildPath::new(&self.target.path, &prefix));
         claim.named(&name);
-        let node = DowngradeNode { writer: &writer.node_path, node: &node_path, data: &self.target.node_data() };
+        let node = DowngradeNode { writer: writer.node_path(), node: &node_path, data: &self.target.node_data() };
         let token = match node.create(&session.zk, client.node_acls()).await {
             Ok(token) => token,
             Err(DowngradeError::WriterGone) => return Err(writer.lost_error(LostReason::NodeDeleted)),
@@ -212,7 +212,7 @@ impl RwLock {
         };
         let granted =
             Grant { session, node_path: node_path.into(), token, losses_seen, local: None, claim: Some(claim) };
-        Ok(self.target.hold(client, Recipe::Read, granted, Granted::Downgrade { writer: &writer.node_path }))
+        Ok(self.target.hold(client, Recipe::Read, granted, Granted::Downgrade { writer: writer.node_path() }))
     }
 }
 

@@ -27,7 +27,7 @@ struct Held {
 pub(super) struct HeldNodes(Mutex<Held>);
 
 fn key(status: &HeldStatus) -> usize {
-    std::ptr::from_ref(status) as usize
+    std::ptr::from_ref(status).cast::<()>() as usize
 }
 
 impl HeldNodes {
@@ -112,17 +112,17 @@ mod tests {
     }
 
     impl HeldNodeEvents for Arc<Counted> {
-        fn lost(&self, _: LostReason) {
+        fn lost(&self, _: &str, _: LostReason) {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }
-        fn revoked(&self) {
+        fn revoked(&self, _: &str) {
             self.revoked.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     fn held(nodes: &HeldNodes, losses_seen: u64) -> (Arc<HeldStatus>, Arc<Counted>) {
         let counted = Arc::new(Counted::default());
-        let status = Arc::new(HeldStatus::new("/unit/held".into(), losses_seen, Box::new(counted.clone())));
+        let status: Arc<HeldStatus> = Arc::new(HeldStatus::new("/unit/held".into(), losses_seen, counted.clone()));
         nodes.insert(&status);
         (status, counted)
     }

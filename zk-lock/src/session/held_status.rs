@@ -9,10 +9,11 @@ use crate::state_cell::StateCell;
 
 /// Told what the session learns of a held node, as it learns it.
 pub(crate) trait HeldNodeEvents: Send + Sync {
-    /// The lock was lost: the node was deleted by someone else, or the session lost its locks.
-    fn lost(&self, reason: LostReason);
-    /// Somebody asked the holder to give the lock up.
-    fn revoked(&self);
+    /// The lock on `node` was lost: the node was deleted by someone else, or the session lost
+    /// its locks.
+    fn lost(&self, node: &str, reason: LostReason);
+    /// Somebody asked the holder of `node` to give the lock up.
+    fn revoked(&self, node: &str);
 }
 
 const RELEASED: u8 = 1;
@@ -50,17 +51,25 @@ fn followed(state: u8) -> bool {
 
 /// What the library knows of one held node: lost, revoked, released. Shared by the hold and
 /// its session; the first loss recorded stays, and nothing is recorded once it is released.
-pub(crate) struct HeldStatus {
+/// Its `events` live in the same allocation (the session sees them as `dyn HeldNodeEvents`).
+pub(crate) struct HeldStatus<E: ?Sized + HeldNodeEvents = dyn HeldNodeEvents> {
     node_path: Arc<str>,
     /// The session's loss count when the lock was granted.
     losses_seen: u64,
     state: StateCell,
-    events: Box<dyn HeldNodeEvents>,
+    events: E,
 }
 
-impl HeldStatus {
-    pub(super) fn new(node_path: Arc<str>, losses_seen: u64, events: Box<dyn HeldNodeEvents>) -> Self {
+impl<E: HeldNodeEvents> HeldStatus<E> {
+    pub(super) fn new(node_path: Arc<str>, losses_seen: u64, events: E) -> Self {
         Self { node_path, losses_seen, state: StateCell::new(0), events }
+    }
+}
+
+impl<E: ?Sized + HeldNodeEvents> HeldStatus<E> {
+    /// Who hears of the node's loss or revocation.
+    pub(crate) fn events(&self) -> &E {
+        &self.events
     }
 
     pub(crate) fn node_path(&self) -> &Arc<str> {
@@ -96,13 +105,13 @@ impl HeldStatus {
     pub(crate) fn lose(&self, reason: LostReason) -> bool {
         let record = |state| followed(state).then_some(state | loss_code(reason));
         // Told first, so whoever wakes up on the loss also finds it traced.
-        self.state.update(record, |_| self.events.lost(reason))
+        self.state.update(record, |_| self.events.lost(&self.node_path, reason))
     }
 
     /// Records a revocation request (once).
     pub(crate) fn revoke(&self) {
         let record = |state| (state & REVOKED == 0).then_some(state | REVOKED);
-        self.state.update(record, |_| self.events.revoked());
+        self.state.update(record, |_| self.events.revoked(&self.node_path));
     }
 
     /// Resolves with the loss once one is recorded. Cancel safe: it only observes.

@@ -152,14 +152,14 @@ impl Session {
 
     /// Follows `node_path`, granted after `losses_seen` losses, until [`let_go`](Self::let_go):
     /// `events` hears of its loss or revocation.
-    pub(crate) fn hold(
+    pub(crate) fn hold<E: HeldNodeEvents + 'static>(
         &self,
         node_path: Arc<str>,
         losses_seen: u64,
-        events: Box<dyn HeldNodeEvents>,
-    ) -> Arc<HeldStatus> {
+        events: E,
+    ) -> Arc<HeldStatus<E>> {
         let status = Arc::new(HeldStatus::new(node_path, losses_seen, events));
-        self.held.insert(&status);
+        self.held.insert(&(status.clone() as Arc<HeldStatus>));
         status
     }
 
