@@ -4,7 +4,7 @@
 //! row, tokio's runtime as `#[tokio::main]` builds it), one
 //! JVM running `CuratorBench --contender <connect> <path>` for Curator, one interpreter running
 //! `kazoo_bench.py --contender <connect> <path>` for kazoo. zk-lock skips a read when the node it
-//! waited for was granted in the same process (zk-lock/src/engine/handoff.rs); across processes
+//! waited for was granted in the same process (zk-lock/src/engine/local_handoff.rs); across processes
 //! it cannot, and this row measures what a hand-off costs then, next to the peers' figures for
 //! the deployment users actually run (one process per session).
 //!
