@@ -178,6 +178,11 @@ impl ZookeeperError {
     pub(crate) fn zk(&self) -> &zookeeper_client::Error {
         &self.source
     }
+
+    /// zookeeper-client's error, to be converted again (with a path, or into an attempt's end).
+    pub(crate) fn into_zk(self) -> zookeeper_client::Error {
+        self.source
+    }
 }
 
 impl std::fmt::Display for ZookeeperError {
@@ -265,7 +270,7 @@ impl Error {
     /// [`from_zookeeper`](Self::from_zookeeper) for an error already converted without the path.
     pub(crate) fn at_path(self, path: &str) -> Self {
         match self {
-            Self::Zookeeper(error) => Self::from_zookeeper(error.source, path),
+            Self::Zookeeper(error) => Self::from_zookeeper(error.into_zk(), path),
             other => other,
         }
     }

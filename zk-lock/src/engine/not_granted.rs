@@ -18,7 +18,11 @@ pub(crate) enum NotGranted {
 impl NotGranted {
     /// Whether ZooKeeper refused a request for lack of permission.
     pub(crate) fn is_no_auth(&self) -> bool {
-        matches!(self, Self::Error(error) if matches!(error, Error::NoAuth { .. }) || matches!(error.zk(), Some(ZkError::NoAuth)))
+        match self {
+            Self::Error(Error::NoAuth { .. }) => true,
+            Self::Error(error) => error.zk() == Some(&ZkError::NoAuth),
+            _ => false,
+        }
     }
 }
 
@@ -34,7 +38,8 @@ impl From<ZkError> for NotGranted {
 impl From<Error> for NotGranted {
     fn from(error: Error) -> Self {
         match error {
-            error if matches!(error.zk(), Some(ZkError::SessionExpired | ZkError::ClientClosed)) => Self::SessionGone,
+            // One rule for a request's failure, converted or not.
+            Error::Zookeeper(error) => error.into_zk().into(),
             other => Self::Error(other),
         }
     }

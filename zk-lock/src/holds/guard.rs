@@ -102,7 +102,7 @@ macro_rules! lock_guard {
             ///
             /// [`Error::Zookeeper`](crate::Error::Zookeeper) if the client refuses the node path
             /// (it does not for a node it created).
-            pub fn fenced_writer(&self) -> $crate::Result<::zookeeper_client::CheckWriter<'_>> {
+            pub fn fenced_writer(&self) -> $crate::Result<$crate::zookeeper::CheckWriter<'_>> {
                 Ok(self.hold.session().zk.new_check_writer(self.hold.node_path(), None)?)
             }
 
