@@ -165,6 +165,11 @@ impl HoldTrace {
         tracing::info!(target: TARGET, recipe, path, node, held_ms, "lock revocation requested");
     }
 
+    /// The lock path.
+    pub(crate) fn path(&self) -> &Arc<str> {
+        &self.path
+    }
+
     fn fields(&self) -> (&'static str, &str, f64) {
         (self.labels.recipe, &self.path, millis(self.since))
     }

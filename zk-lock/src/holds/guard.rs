@@ -113,7 +113,7 @@ macro_rules! lock_guard {
 
             /// The lock path.
             pub fn path(&self) -> &str {
-                &self.hold.path
+                self.hold.path()
             }
 
             /// Whether the lock is still held: not released, and not lost to a session expiry, a

@@ -25,7 +25,6 @@ pub(crate) struct HeldNode {
     /// The client it was acquired through: only that client's acquisitions re-enter it.
     client: u64,
     recipe: Recipe,
-    pub path: Arc<str>,
     pub token: i64,
     session: Arc<Session>,
     /// Lost, revoked, released: the one record of its state, written by its session (a loss, a
@@ -53,14 +52,11 @@ impl HeldNode {
         max_hold: Option<Duration>,
     ) -> Arc<Self> {
         trace::granted(&granted.node_path, granted.token);
-        let node_path = granted.node_path;
-        let path: Arc<str> = path.into();
-        let events = HoldEvents::new(trace::HoldTrace::new(recipe, template, path.clone()), granted.local);
-        let status = granted.session.hold(node_path, granted.losses_seen, events);
+        let events = HoldEvents::new(trace::HoldTrace::new(recipe, template, path.into()), granted.local);
+        let status = granted.session.hold(granted.node_path, granted.losses_seen, events);
         Arc::new(Self {
             client,
             recipe,
-            path,
             token: granted.token,
             session: granted.session,
             status,
@@ -86,6 +82,11 @@ impl HeldNode {
         }
     }
 
+    /// The lock path.
+    pub(crate) fn path(&self) -> &Arc<str> {
+        self.trace().path()
+    }
+
     /// The granted node's path.
     pub(crate) fn node_path(&self) -> &Arc<str> {
         self.status.node_path()
@@ -103,7 +104,7 @@ impl HeldNode {
 
     /// Whether this is a hold at `path` through the client `client`.
     pub(crate) fn is_at(&self, client: u64, path: &str) -> bool {
-        self.client == client && *self.path == *path
+        self.client == client && **self.path() == *path
     }
 
     /// Its place among the locks held, for lock-order checking (`None` while checking is off).
@@ -155,7 +156,7 @@ impl HeldNode {
     }
 
     pub(crate) fn lost_error(&self, reason: LostReason) -> Error {
-        Error::lost(&self.path, reason)
+        Error::lost(self.path(), reason)
     }
 
     /// Resolves when the lock is lost; never, if it is released first.
@@ -223,7 +224,7 @@ impl HeldNode {
                 }
                 None => {
                     grant_log::ended(self.node_path(), Ended::ReleaseFailed(&error.to_string()));
-                    Err(Error::from_zookeeper(error, &self.path))
+                    Err(Error::from_zookeeper(error, self.path()))
                 }
             },
         }

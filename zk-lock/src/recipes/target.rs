@@ -134,7 +134,7 @@ impl LockTarget {
     pub(crate) fn hold(&self, client: &Client, recipe: Recipe, granted: Grant, what: Granted<'_>) -> Arc<HeldNode> {
         let order = lock_order::granted(self.ordered());
         let hold = HeldNode::new(client.id(), recipe, &self.path, self.template(), granted, order, self.max_hold);
-        grant_log::granted(recipe, &hold.path, hold.node_path(), hold.token, what);
+        grant_log::granted(recipe, hold.path(), hold.node_path(), hold.token, what);
         if let Some(limit) = self.max_hold {
             max_hold::enforce(client, &hold, limit);
         }
