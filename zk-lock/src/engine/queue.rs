@@ -421,8 +421,8 @@ struct Positions<'a> {
     /// The node heading the queue in the last listing, and whether it is the node we watch.
     head: String,
     head_is_nearest: bool,
-    /// The place last told, and behind which head.
-    told: Option<(usize, String)>,
+    /// The place last told behind the current head (`None` once the head changes).
+    told: Option<usize>,
     /// A place not told yet: the read of the holder's node comes next.
     pending: Option<usize>,
     /// The holder's node, read for the next report.
@@ -442,9 +442,11 @@ impl<'a> Positions<'a> {
         }
     }
 
+    /// The last listing shows `head` heading the queue (`is_nearest`: it is the node we watch).
     fn headed_by(&mut self, head: &str, is_nearest: bool) {
         if self.head != head {
             self.head = head.to_owned();
+            self.told = None;
         }
         self.head_is_nearest = is_nearest;
         if self.holder.as_ref().is_some_and(|holder| holder.node_name != head) {
@@ -454,7 +456,7 @@ impl<'a> Positions<'a> {
 
     /// The listing puts us at `place`.
     fn at(&mut self, place: usize) {
-        if self.told.as_ref().is_some_and(|(told, head)| *told == place && *head == self.head) {
+        if self.told == Some(place) {
             self.holder = None;
             return;
         }
@@ -478,7 +480,7 @@ impl<'a> Positions<'a> {
     fn tell(&mut self, place: usize) {
         let holder = self.holder.take().filter(|holder| holder.node_name == self.head);
         (self.report)(&QueuePosition { path: self.path.to_owned(), place, ahead: place - 1, holder });
-        self.told = Some((place, self.head.clone()));
+        self.told = Some(place);
     }
 
     /// Lists the queue again; while the head is not the node we watched, in one multi-read with
