@@ -424,7 +424,7 @@ pub async fn contended(
         "max_holders": max_holders,
         "wait_us": waits,
         "handoff_us": handoff_us,
-        "client_cpu_us_per_grant": cpu_ns.map(|ns| ns / 1000.0 / total),
+        "client_cpu_us": cpu_ns.map(|ns| ns / 1000.0),
     });
     Ok(Measured { result, requests: after.since(&before), queued: true })
 }

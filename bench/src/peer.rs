@@ -64,16 +64,23 @@ pub struct Measured {
     pub queued: bool,
 }
 
+/// The numbers of a result that rounds of one measurement add up: counts, durations, CPU time.
+const ADDED_UP: [&str; 7] =
+    ["ops", "elapsed_s", "measure_s", "grants_measured", "grants_total", "violations", "client_cpu_us"];
+
 impl Measured {
     /// Adds another round of the same measurement: samples are appended, operation counts,
-    /// durations and requests added up.
+    /// durations, CPU time and requests added up, the most holders at once kept.
     pub fn merge(&mut self, more: Measured) {
         if let (Value::Object(into), Value::Object(from)) = (&mut self.result, more.result) {
             for (key, value) in from {
                 match (into.get_mut(&key), value) {
                     (Some(Value::Array(a)), Value::Array(b)) => a.extend(b),
-                    (Some(a), Value::Number(b)) if a.is_number() && (key == "ops" || key == "elapsed_s") => {
+                    (Some(a), Value::Number(b)) if a.is_number() && ADDED_UP.contains(&key.as_str()) => {
                         *a = Value::from(a.as_f64().unwrap_or_default() + b.as_f64().unwrap_or_default());
+                    }
+                    (Some(a), Value::Number(b)) if a.is_number() && key == "max_holders" => {
+                        *a = Value::from(a.as_f64().unwrap_or_default().max(b.as_f64().unwrap_or_default()));
                     }
                     (None, value) => {
                         into.insert(key, value);
@@ -320,5 +327,25 @@ mod tests {
         assert_eq!(total.result["ops"].as_f64(), Some(3.0));
         assert_eq!(total.result["elapsed_s"].as_f64(), Some(0.75));
         assert_eq!(samples(&total.result, "cycle_us"), [1.5, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn contended_rounds_add_up_and_keep_the_most_holders() {
+        let round = |result| Measured { result, requests: Requests::default(), queued: true };
+        let first = json!({"sessions": 8, "measure_s": 2.5, "grants_measured": 100, "grants_total": 120,
+            "violations": 0, "max_holders": 1, "client_cpu_us": 6000.0, "handoff_us": [900]});
+        let second = json!({"sessions": 8, "measure_s": 2.5, "grants_measured": 50, "grants_total": 60,
+            "violations": 1, "max_holders": 2, "client_cpu_us": 3000.0, "handoff_us": [800]});
+        let mut total = round(first);
+        total.merge(round(second));
+        let number = |key: &str| total.result[key].as_f64();
+        assert_eq!(number("sessions"), Some(8.0), "not a count: kept");
+        assert_eq!(number("measure_s"), Some(5.0));
+        assert_eq!(number("grants_measured"), Some(150.0));
+        assert_eq!(number("grants_total"), Some(180.0));
+        assert_eq!(number("violations"), Some(1.0));
+        assert_eq!(number("max_holders"), Some(2.0));
+        assert_eq!(number("client_cpu_us"), Some(9000.0));
+        assert_eq!(samples(&total.result, "handoff_us"), [900.0, 800.0]);
     }
 }

@@ -126,8 +126,8 @@ pub fn contended(section: &'static str, client: &'static str, sessions: usize, m
     // Requests are counted over warm-up and measurement, so per grant of both.
     record.requests(m.requests, total);
     // Across processes, Rust contenders: each process's CPU time over its loop, per grant.
-    if let Some(cpu) = m.result["client_cpu_us_per_grant"].as_f64() {
-        record.set("client_cpu_us_per_grant", cpu);
+    if let Some(cpu) = m.result["client_cpu_us"].as_f64() {
+        record.set("client_cpu_us_per_grant", cpu / total);
     }
     // Across processes only: from a holder's release to the next (waiting) holder's grant.
     if m.result.get("handoff_us").is_some() {
