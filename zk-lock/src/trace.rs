@@ -4,7 +4,6 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Instant;
 
 use tracing::field::Empty;
@@ -128,24 +127,33 @@ pub(crate) fn granted(node: &str, fencing_token: i64) {
 #[derive(Debug)]
 pub(crate) struct HoldTrace {
     labels: Labels,
-    path: Arc<str>,
-    since: Instant,
+    /// The lock path's length: the node's path starts with it (the node lies under the lock
+    /// path), so a hold keeps one string, the node's.
+    path_len: u32,
     ended: AtomicBool,
+    since: Instant,
 }
 
 impl HoldTrace {
-    /// A lock of the path `template` granted just now.
-    pub(crate) fn new(recipe: Recipe, template: &'static str, path: Arc<str>) -> Self {
+    /// A lock of the path `template` at `path` granted just now, its node at `node`.
+    ///
+    /// # Panics
+    ///
+    /// If `node` does not lie under `path`.
+    pub(crate) fn new(recipe: Recipe, template: &'static str, path: &str, node: &str) -> Self {
+        assert!(node.starts_with(path) && node[path.len()..].starts_with('/'), "{node} is not under {path}");
         let labels = Labels { recipe: recipe.as_str(), template };
         metrics::held(labels);
-        Self { labels, path, since: Instant::now(), ended: AtomicBool::new(false) }
+        // A ZooKeeper path is far shorter than 4 GiB (its packets are limited to 1 MB or so).
+        let path_len = u32::try_from(path.len()).expect("a ZooKeeper path");
+        Self { labels, path_len, ended: AtomicBool::new(false), since: Instant::now() }
     }
 
     /// The holder let the lock on `node` go, and ZooKeeper confirmed the delete (`dropped`: by
     /// dropping its guard rather than releasing it).
     pub(crate) fn released(&self, node: &str, dropped: bool) {
         if self.end(None) {
-            let (recipe, path, held_ms) = self.fields();
+            let (recipe, path, held_ms) = self.fields(node);
             tracing::debug!(target: TARGET, recipe, path, node, held_ms, dropped, "lock released");
         }
     }
@@ -154,24 +162,24 @@ impl HoldTrace {
     /// release's delete).
     pub(crate) fn lost(&self, node: &str, reason: LostReason) {
         if self.end(Some(reason)) {
-            let (recipe, path, held_ms) = self.fields();
+            let (recipe, path, held_ms) = self.fields(node);
             tracing::warn!(target: TARGET, recipe, path, node, held_ms, %reason, "lock lost");
         }
     }
 
     /// Someone asked the holder of `node` to give the lock up.
     pub(crate) fn revocation_requested(&self, node: &str) {
-        let (recipe, path, held_ms) = self.fields();
+        let (recipe, path, held_ms) = self.fields(node);
         tracing::info!(target: TARGET, recipe, path, node, held_ms, "lock revocation requested");
     }
 
-    /// The lock path.
-    pub(crate) fn path(&self) -> &Arc<str> {
-        &self.path
+    /// The lock path of the hold on `node`.
+    pub(crate) fn path<'a>(&self, node: &'a str) -> &'a str {
+        &node[..self.path_len as usize]
     }
 
-    fn fields(&self) -> (&'static str, &str, f64) {
-        (self.labels.recipe, &self.path, millis(self.since))
+    fn fields<'a>(&self, node: &'a str) -> (&'static str, &'a str, f64) {
+        (self.labels.recipe, self.path(node), millis(self.since))
     }
 
     /// Whether this is the first end reported (`lost`: why, if it was lost); the first one is

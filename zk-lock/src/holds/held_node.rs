@@ -52,7 +52,8 @@ impl HeldNode {
         max_hold: Option<Duration>,
     ) -> Arc<Self> {
         trace::granted(&granted.node_path, granted.token);
-        let events = HoldEvents::new(trace::HoldTrace::new(recipe, template, path.into()), granted.local);
+        let trace = trace::HoldTrace::new(recipe, template, path, &granted.node_path);
+        let events = HoldEvents::new(trace, granted.local);
         let status = granted.session.hold(granted.node_path, granted.losses_seen, events);
         Arc::new(Self {
             client,
@@ -83,8 +84,8 @@ impl HeldNode {
     }
 
     /// The lock path.
-    pub(crate) fn path(&self) -> &Arc<str> {
-        self.trace().path()
+    pub(crate) fn path(&self) -> &str {
+        self.trace().path(self.node_path())
     }
 
     /// The granted node's path.
@@ -104,7 +105,7 @@ impl HeldNode {
 
     /// Whether this is a hold at `path` through the client `client`.
     pub(crate) fn is_at(&self, client: u64, path: &str) -> bool {
-        self.client == client && **self.path() == *path
+        self.client == client && self.path() == path
     }
 
     /// Its place among the locks held, for lock-order checking (`None` while checking is off).

@@ -272,7 +272,7 @@ impl MultiGuard {
 
     /// Each lock path with its fencing token, in the order they were taken.
     pub fn fencing_tokens(&self) -> Vec<(&str, i64)> {
-        self.holds().map(|hold| (&**hold.path(), hold.token)).collect()
+        self.holds().map(|hold| (hold.path(), hold.token)).collect()
     }
 
     /// The lock nodes, in the order they were taken.
