@@ -34,6 +34,7 @@ mod partition;
 mod peer;
 mod procstat;
 mod report;
+mod rounds;
 mod stats;
 
 use std::path::{Path, PathBuf};
@@ -47,6 +48,7 @@ use zk_lock::testing::TestingServer;
 use native::{Native, Plan, Recipe};
 use peer::{Measured, Peer, Queued};
 use report::Record;
+use rounds::{turn, Totals};
 
 #[global_allocator]
 static ALLOCATOR: alloc::Counting = alloc::Counting;
@@ -580,21 +582,6 @@ fn round_plan(plan: Plan, rounds: usize, round: usize) -> Plan {
     }
 }
 
-/// The clients' order in a round: each round starts with the next client.
-fn turn<T: Copy>(clients: &[T], round: usize) -> Vec<T> {
-    (0..clients.len()).map(|i| clients[(i + round) % clients.len()]).collect()
-}
-
-/// Adds one round's outcome; the first error sticks.
-fn accumulate(total: &mut Option<Result<Measured, String>>, round: Result<Measured, String>) {
-    match (total.as_mut(), round) {
-        (None, round) => *total = Some(round),
-        (Some(Ok(sum)), Ok(more)) => sum.merge(more),
-        (Some(Ok(_)), Err(e)) => *total = Some(Err(e)),
-        (Some(Err(_)), _) => {}
-    }
-}
-
 async fn floor_once(ctx: &mut Ctx<'_>, client: ClientId, plan: Plan) -> Result<Measured, String> {
     let path = path_of(client, "floor", "raw");
     match client.native() {
@@ -609,22 +596,20 @@ async fn floor_once(ctx: &mut Ctx<'_>, client: ClientId, plan: Plan) -> Result<M
 async fn floor_row(ctx: &mut Ctx<'_>) {
     let clients = ctx.opts.clients.clone();
     let rounds = ctx.opts.rounds;
-    let mut totals: Vec<Option<Result<Measured, String>>> = clients.iter().map(|_| None).collect();
+    let mut totals = Totals::new(clients.iter().copied());
     for round in 0..rounds {
         let plan = round_plan(ctx.opts.plan, rounds, round);
         for client in turn(&clients, round) {
-            let i = clients.iter().position(|c| *c == client).unwrap_or_default();
-            if !matches!(totals[i], Some(Err(_))) {
+            if !totals.failed(client) {
                 let measured = floor_once(ctx, client, plan).await;
-                accumulate(&mut totals[i], measured);
+                totals.add(client, measured);
             }
         }
     }
-    for (client, total) in clients.into_iter().zip(totals) {
+    for (client, total) in totals.measured() {
         let record = match total {
-            Some(Ok(m)) => report::floor(client.name(), &m),
-            Some(Err(e)) => Record::failed("floor", "raw ops", client.name(), e),
-            None => continue,
+            Ok(m) => report::floor(client.name(), &m),
+            Err(e) => Record::failed("floor", "raw ops", client.name(), e),
         };
         log(&record, &[("create_p50_us", 0, "µs create p50")]);
         ctx.records.push(record);
@@ -682,29 +667,25 @@ async fn uncontended_once(
 async fn uncontended_row(ctx: &mut Ctx<'_>) {
     let clients = ctx.opts.clients.clone();
     let rounds = ctx.opts.rounds;
-    let cells: Vec<(usize, ClientId)> =
-        (0..UNCONTENDED.len()).flat_map(|case| clients.iter().map(move |c| (case, *c))).collect();
-    let mut totals: Vec<Option<Result<Measured, String>>> = cells.iter().map(|_| None).collect();
+    let mut totals = Totals::new((0..UNCONTENDED.len()).flat_map(|case| clients.iter().map(move |c| (case, *c))));
     for round in 0..rounds {
         let plan = round_plan(ctx.opts.plan, rounds, round);
         for (case, &(_, _, recipe, _)) in UNCONTENDED.iter().enumerate() {
             for client in turn(&clients, round) {
-                let i = cells.iter().position(|cell| *cell == (case, client)).unwrap_or_default();
-                if matches!(totals[i], Some(Err(_))) {
+                if totals.failed((case, client)) {
                     continue;
                 }
                 // The hand-written and annotated functions are measured together, in turn.
                 if client.native() == Some(Native::ZkLock) && recipe == Some(Recipe::HandWritten) {
                     let path = path_of(client, "uncontended", "fn-pair");
-                    let j = cells.iter().position(|cell| *cell == (case + 1, client)).unwrap_or_default();
                     match native::annotated_and_by_hand(&ctx.connect, ctx.server, &path, plan).await {
                         Ok([by_hand, annotated]) => {
-                            accumulate(&mut totals[i], Ok(by_hand));
-                            accumulate(&mut totals[j], Ok(annotated));
+                            totals.add((case, client), Ok(by_hand));
+                            totals.add((case + 1, client), Ok(annotated));
                         }
                         Err(e) => {
-                            accumulate(&mut totals[i], Err(e.clone()));
-                            accumulate(&mut totals[j], Err(e));
+                            totals.add((case, client), Err(e.clone()));
+                            totals.add((case + 1, client), Err(e));
                         }
                     }
                     continue;
@@ -713,17 +694,16 @@ async fn uncontended_row(ctx: &mut Ctx<'_>) {
                     continue;
                 }
                 if let Some(measured) = uncontended_once(ctx, client, case, plan).await {
-                    accumulate(&mut totals[i], measured);
+                    totals.add((case, client), measured);
                 }
             }
         }
     }
-    for ((case, client), total) in cells.into_iter().zip(totals) {
+    for ((case, client), total) in totals.measured() {
         let label = UNCONTENDED[case].0;
         let record = match total {
-            Some(Ok(m)) => report::uncontended(client.name(), label, &m),
-            Some(Err(e)) => Record::failed("uncontended", label, client.name(), e),
-            None => continue,
+            Ok(m) => report::uncontended(client.name(), label, &m),
+            Err(e) => Record::failed("uncontended", label, client.name(), e),
         };
         log(&record, &[("cycle_p50_us", 0, "µs cycle p50"), ("requests_per_op", 2, "requests/cycle")]);
         ctx.records.push(record);
@@ -778,11 +758,10 @@ async fn contended_processes_row(ctx: &mut Ctx<'_>, section: &'static str, flavo
         .filter(|client| flavour == contender::Flavour::CurrentThread || client.native().is_some())
         .collect();
     for sessions in ctx.opts.sessions.clone() {
-        let mut totals: Vec<Option<Result<Measured, String>>> = clients.iter().map(|_| None).collect();
+        let mut totals = Totals::new(clients.iter().copied());
         for round in 0..CONTENDED_PROCESSES_ROUNDS {
             for client in turn(&clients, round) {
-                let i = clients.iter().position(|c| *c == client).unwrap_or_default();
-                if matches!(totals[i], Some(Err(_))) {
+                if totals.failed(client) {
                     continue;
                 }
                 let path = path_of(client, section, &format!("w{sessions}"));
@@ -795,14 +774,13 @@ async fn contended_processes_row(ctx: &mut Ctx<'_>, section: &'static str, flavo
                     Ok(launch) => contender::contended(&launch, ctx.server, sessions, warm, measure).await,
                     Err(e) => Err(e),
                 };
-                accumulate(&mut totals[i], measured);
+                totals.add(client, measured);
             }
         }
-        for (client, total) in clients.iter().zip(totals) {
+        for (client, total) in totals.measured() {
             let record = match total {
-                Some(Ok(m)) => report::contended(section, client.name(), sessions, &m),
-                Some(Err(e)) => Record::failed(section, format!("W={sessions}"), client.name(), e),
-                None => continue,
+                Ok(m) => report::contended(section, client.name(), sessions, &m),
+                Err(e) => Record::failed(section, format!("W={sessions}"), client.name(), e),
             };
             log_contended(&record);
             ctx.records.push(record);
