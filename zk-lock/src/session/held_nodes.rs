@@ -37,14 +37,17 @@ impl HeldNodes {
 
     /// Adds a node granted after `status.losses_seen()` losses; one the session lost since is
     /// lost at once.
-    pub(super) fn insert(&self, status: &Arc<HeldStatus>) {
+    pub(super) fn insert(&self, status: Arc<HeldStatus>) {
         let lost_since = {
             let mut held = self.held();
-            held.all.insert(key(status), status.clone());
-            held.unwatched.push_back((Instant::now(), status.clone()));
-            (held.losses > status.losses_seen()).then(|| held.reason.unwrap_or(LostReason::SessionClosed))
+            held.all.insert(key(&status), status.clone());
+            let reason = held.reason.unwrap_or(LostReason::SessionClosed);
+            let lost_since = (held.losses > status.losses_seen()).then(|| (reason, status.clone()));
+            held.unwatched.push_back((Instant::now(), status));
+            lost_since
         };
-        if let Some(reason) = lost_since {
+        // Told outside the lock: a loss's events run code of the hold's.
+        if let Some((reason, status)) = lost_since {
             status.lose(reason);
         }
     }
@@ -123,7 +126,7 @@ mod tests {
     fn held(nodes: &HeldNodes, losses_seen: u64) -> (Arc<HeldStatus>, Arc<Counted>) {
         let counted = Arc::new(Counted::default());
         let status: Arc<HeldStatus> = Arc::new(HeldStatus::new("/unit/held".into(), losses_seen, counted.clone()));
-        nodes.insert(&status);
+        nodes.insert(status.clone());
         (status, counted)
     }
 

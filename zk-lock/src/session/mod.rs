@@ -159,7 +159,7 @@ impl Session {
         events: E,
     ) -> Arc<HeldStatus<E>> {
         let status = Arc::new(HeldStatus::new(node_path, losses_seen, events));
-        self.held.insert(&(status.clone() as Arc<HeldStatus>));
+        self.held.insert(status.clone());
         status
     }
 
