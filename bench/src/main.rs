@@ -711,30 +711,35 @@ async fn uncontended_row(ctx: &mut Ctx<'_>) {
 }
 
 /// The `contended` row (W sessions, one per contender) or, as `contended-tasks`, W contenders
-/// sharing one session.
+/// sharing one session; each W in [`CONTENDED_ROUNDS`] rounds, the clients taking turns, as in
+/// [`contended_processes_row`].
 async fn contended_row(ctx: &mut Ctx<'_>, section: &'static str) {
     let (warm, measure) = (ctx.opts.contended_warm, ctx.opts.contended_measure);
     let one_session = section == "contended-tasks";
+    let clients = ctx.opts.clients.clone();
     for sessions in ctx.opts.sessions.clone() {
-        for client in ctx.opts.clients.clone() {
-            let path = path_of(client, section, &format!("w{sessions}"));
-            let measured = match client.native() {
-                Some(kind) => {
-                    native::contended(kind, &ctx.connect, ctx.server, &path, sessions, warm, measure, one_session).await
+        let mut totals = Totals::new(clients.iter().copied());
+        for round in 0..CONTENDED_ROUNDS {
+            for client in turn(&clients, round) {
+                if totals.failed(client) {
+                    continue;
                 }
-                None => {
-                    let shared = if one_session { " one-session" } else { "" };
-                    let command = format!("contended {path} {sessions} {} {}{shared}", ms(warm), ms(measure));
-                    on_peer(ctx, client, command, None, warm + measure + Duration::from_secs(90)).await
-                }
-            };
-            let record = match measured {
-                Ok(m) => report::contended(section, client.name(), sessions, &m),
-                Err(e) => Record::failed(section, format!("W={sessions}"), client.name(), e),
-            };
-            log_contended(&record);
-            ctx.records.push(record);
+                let path = path_of(client, section, &format!("w{sessions}"));
+                let measured = match client.native() {
+                    Some(kind) => {
+                        native::contended(kind, &ctx.connect, ctx.server, &path, sessions, warm, measure, one_session)
+                            .await
+                    }
+                    None => {
+                        let shared = if one_session { " one-session" } else { "" };
+                        let command = format!("contended {path} {sessions} {} {}{shared}", ms(warm), ms(measure));
+                        on_peer(ctx, client, command, None, warm + measure + Duration::from_secs(90)).await
+                    }
+                };
+                totals.add(client, measured);
+            }
         }
+        push_contended(ctx, section, sessions, totals);
     }
 }
 
@@ -743,7 +748,7 @@ async fn contended_row(ctx: &mut Ctx<'_>, section: &'static str) {
 /// `flavour` runtime, Curator runs one small JVM per contender and kazoo one interpreter per
 /// contender. On the multi-thread runtime (`contended-processes-mt`) the Rust clients only.
 ///
-/// Each W runs in [`CONTENDED_PROCESSES_ROUNDS`] rounds, each round starting with the next
+/// Each W runs in [`CONTENDED_ROUNDS`] rounds, each round starting with the next
 /// client, and a client's rounds add up: measured in one fixed order, the client measured first
 /// ran while the server's JIT was still compiling for the pattern (zk-lock first: 734 locks/s
 /// against zookeeper-client's 947 at W = 2; zookeeper-client first: 996 against zk-lock's 1,162).
@@ -759,7 +764,7 @@ async fn contended_processes_row(ctx: &mut Ctx<'_>, section: &'static str, flavo
         .collect();
     for sessions in ctx.opts.sessions.clone() {
         let mut totals = Totals::new(clients.iter().copied());
-        for round in 0..CONTENDED_PROCESSES_ROUNDS {
+        for round in 0..CONTENDED_ROUNDS {
             for client in turn(&clients, round) {
                 if totals.failed(client) {
                     continue;
@@ -777,19 +782,24 @@ async fn contended_processes_row(ctx: &mut Ctx<'_>, section: &'static str, flavo
                 totals.add(client, measured);
             }
         }
-        for (client, total) in totals.measured() {
-            let record = match total {
-                Ok(m) => report::contended(section, client.name(), sessions, &m),
-                Err(e) => Record::failed(section, format!("W={sessions}"), client.name(), e),
-            };
-            log_contended(&record);
-            ctx.records.push(record);
-        }
+        push_contended(ctx, section, sessions, totals);
     }
 }
 
-/// Rounds of each W of the `contended-processes` rows (see [`contended_processes_row`]).
-const CONTENDED_PROCESSES_ROUNDS: usize = 2;
+/// Rounds of each W of the contended rows (see [`contended_processes_row`]).
+const CONTENDED_ROUNDS: usize = 2;
+
+/// Records (and logs) each client's rounds of one W of a contended row.
+fn push_contended(ctx: &mut Ctx<'_>, section: &'static str, sessions: usize, totals: Totals<ClientId>) {
+    for (client, total) in totals.measured() {
+        let record = match total {
+            Ok(m) => report::contended(section, client.name(), sessions, &m),
+            Err(e) => Record::failed(section, format!("W={sessions}"), client.name(), e),
+        };
+        log_contended(&record);
+        ctx.records.push(record);
+    }
+}
 
 fn log_contended(record: &Record) {
     let cpu = ("client_cpu_us_per_grant", 0, "µs client CPU/grant");
