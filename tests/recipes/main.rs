@@ -15,7 +15,7 @@
 //!   [`scenarios`], and run from each recipe's module;
 //! - around the recipes: [`revoke`], [`participants`], [`fenced_writes`], [`acl`], [`tls`],
 //!   [`bad_input`], [`close`] (`Client::close`), [`api`] (compile-time promises), [`requests_per_cycle`] (the server's
-//!   counters);
+//!   counters), [`new_paths`] (the first lock on a missing path: requests and round trips);
 //! - the attributes: [`macros`], [`macro_tracing`], [`declared`] (their compile errors are
 //!   `tests/ui.rs`), [`lock_order`] (lock-order checking, with the API too);
 //! - interop: [`curator_peer`] (the Java side alone), [`curator_interop`], [`curator_rwlock`],
@@ -54,6 +54,7 @@ mod macros;
 mod max_hold;
 mod multi_lock;
 mod mutex;
+mod new_paths;
 mod participants;
 mod partition;
 mod queue_position;

@@ -103,6 +103,11 @@ impl Attempt for LockAttempt<'_> {
 /// Creates our node and lists the queue in one round trip: both requests are sent before either
 /// reply is awaited, and the server answers the listing after the create, so it includes our node.
 /// The node (and any missing parent) gets the client's `acls`.
+///
+/// A lock path found missing (new, or its empty container removed by the server) is created in
+/// the next round trip, ahead of the node's create and listing: two round trips in all, and no
+/// request more than creating it alone would take. When its parent is missing too, the missing
+/// ancestors are created one by one before that.
 async fn join_queue(
     zk: &ZkClient,
     spec: &LockSpec<'_>,
@@ -111,18 +116,43 @@ async fn join_queue(
 ) -> std::result::Result<(String, i64, Vec<String>), NotGranted> {
     let create_path = node.create_path(spec.queue.lock_name());
     let options = CreateMode::EphemeralSequential.with_acls(acls);
+    let container = CreateMode::Container.with_acls(acls);
     let mut reconnects = Reconnects::new(zk);
-    let mut made_parents = None;
+    let mut made_parents: Option<CreatedParents> = None;
+    let mut path_missing = false;
     loop {
+        // Each request is sent as it is made, so the server handles them in this order.
+        let make_path = path_missing.then(|| zk.create(spec.path, &[], &container));
         node.sent();
         let create = zk.create(&create_path, spec.data, &options);
         let list = zk.list_children(spec.path);
+        let mut path_made = None;
+        if let Some(make_path) = make_path {
+            let reply = make_path.await.map(drop);
+            if reply.is_ok() {
+                made_parents.get_or_insert_with(CreatedParents::default).push(spec.path);
+            }
+            path_made = Some(reply);
+        }
         let (created, listed) = tokio::join!(create, list);
         let settled = node.settle_create(zk, &mut reconnects, spec.queue.lock_name(), created).await;
         let (name, token) = match remove_refused_parents(zk, &mut made_parents, settled).await? {
             Created::Made(name, token) => (name, token),
+            Created::ParentMissing if !path_missing => {
+                path_missing = true;
+                continue;
+            }
+            // The lock path could not be made. Its parent is missing too: made now (with any
+            // missing ancestor), and the path tried again as above. Otherwise (refused, or a
+            // top-level path whose chroot is missing) the walk from the path says why.
             Created::ParentMissing => {
-                made_parents = Some(create_containers(zk, spec.path, acls).await?);
+                let parent = match path_made {
+                    Some(Err(ZkError::NoNode)) => spec.path.rfind('/').filter(|&end| end > 0),
+                    _ => None,
+                };
+                let walked = create_containers(zk, parent.map_or(spec.path, |end| &spec.path[..end]), acls).await;
+                let made = remove_refused_parents(zk, &mut made_parents, walked.map_err(NotGranted::from)).await?;
+                made_parents.get_or_insert_with(CreatedParents::default).append(made);
                 continue;
             }
             Created::NotMade => continue,

@@ -27,6 +27,11 @@ impl CreatedParents {
         }
     }
 
+    /// `path` too, made after the others (by a create of the caller's).
+    pub(crate) fn push(&mut self, path: &str) {
+        self.0.push(path.to_owned());
+    }
+
     /// All of them in `others` too, in the order made.
     pub(crate) fn append(&mut self, mut others: CreatedParents) {
         self.0.append(&mut others.0);
