@@ -89,7 +89,8 @@ impl Mutex {
         self.acquire(Patience::Timeout(timeout)).await
     }
 
-    /// Takes the lock if nobody holds it or waits for it, in one round trip.
+    /// Takes the lock if nobody holds it or waits for it, in one round trip (two when the lock
+    /// path does not exist yet).
     ///
     /// # Errors
     ///
