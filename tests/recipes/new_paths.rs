@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zk_lock::testing::{Proxy, TestingServer};
+use zk_lock::testing::{wait_for_children, Proxy, TestingServer};
 use zk_lock::{Client, Mutex, RwLock};
 use zookeeper_client::{Acls, CreateMode};
 
@@ -127,4 +127,26 @@ async fn a_lock_path_whose_parent_is_missing_too_has_its_ancestors_made_first() 
     assert_eq!(round_trips, 6);
     assert_requests(requests, 11);
     guard.unwrap().release().await.unwrap();
+}
+
+/// A call cancelled while the path's `create` and its node's are on their way leaves no node:
+/// the node is found by its protected prefix and deleted, and the path serves the next caller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cancelled_while_the_path_is_being_made_leaves_no_node() {
+    let root = "/new-paths-cancelled";
+    let delayed = delayed(root).await;
+    let direct = Client::builder(delayed.server.connect_string()).connect().await.unwrap();
+    let path = format!("{root}/product_1");
+
+    // The first round trip ends after 2 DELAY; the second round trip's requests reach the
+    // server at 3 DELAY, after the call is dropped at 2.5 DELAY.
+    let mutex = Mutex::with_client(&delayed.client, &path);
+    let cancelled = tokio::time::timeout(DELAY * 5 / 2, mutex.lock()).await;
+    assert!(cancelled.is_err(), "the call was still waiting: {cancelled:?}");
+
+    // Made after the call was dropped (so this test is about that case), then deleted.
+    wait_for_children(&direct, &path, |children| children.len() == 1).await.expect("our node is made");
+    wait_for_children(&direct, &path, |children| children.is_empty()).await.expect("our node is deleted");
+    let guard = Mutex::with_client(&direct, &path).try_lock().await.expect("the path serves the next caller");
+    guard.release().await.unwrap();
 }
