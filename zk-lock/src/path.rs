@@ -97,6 +97,12 @@ fn rejected_char(c: char) -> Option<&'static str> {
     }
 }
 
+/// The parent of the absolute `path`, or `None` when `path` is top-level (its parent is the
+/// root, or the client's chroot).
+pub(crate) fn parent_path(path: &str) -> Option<&str> {
+    path.rfind('/').filter(|&end| end > 0).map(|end| &path[..end])
+}
+
 /// A child node's path in one shared string, split where the child's part starts:
 /// `parent/name`, or `parent/_c_<uuid>-` (the protected prefix) before the node's name is known.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,6 +147,13 @@ mod tests {
             }
             other => panic!("expected InvalidPath for {path:?}, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_parent_path_is_none_at_the_top() {
+        assert_eq!(parent_path("/a/b/c"), Some("/a/b"));
+        assert_eq!(parent_path("/a/b"), Some("/a"));
+        assert_eq!(parent_path("/a"), None);
     }
 
     #[test]

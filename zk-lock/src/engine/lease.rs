@@ -422,7 +422,7 @@ async fn create_then_list(
 ) -> Result<Vec<Vec<String>>, NotGranted> {
     let options = CreateMode::EphemeralSequential.with_acls(acls);
     let mut reconnects = Reconnects::new(zk);
-    let mut made_parents: Option<CreatedParents> = None;
+    let mut made_parents = CreatedParents::default();
     loop {
         let paths: Vec<Option<String>> =
             nodes.iter().map(|node| node.made.is_none().then(|| node.node.create_path(node.lock_name))).collect();
@@ -460,7 +460,7 @@ async fn create_then_list(
         for parent in &missing_parents {
             let made = create_containers(zk, parent, acls).await;
             let made = remove_refused_parents(zk, &mut made_parents, made.map_err(NotGranted::from)).await?;
-            made_parents.get_or_insert_with(CreatedParents::default).append(made);
+            made_parents.append(made);
         }
         if again {
             continue;

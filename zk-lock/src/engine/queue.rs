@@ -15,6 +15,7 @@ use super::position::{QueueHolder, QueuePosition};
 use super::ungranted::{Created, UngrantedNode};
 use crate::error::{Error, Result};
 use crate::layout::{new_protected_prefix, Queue, SequenceNode};
+use crate::path::parent_path;
 use crate::session::Session;
 use crate::trace;
 use crate::zk::{create_containers, list_children, CreatedParents, Reconnects};
@@ -118,7 +119,7 @@ async fn join_queue(
     let options = CreateMode::EphemeralSequential.with_acls(acls);
     let container = CreateMode::Container.with_acls(acls);
     let mut reconnects = Reconnects::new(zk);
-    let mut made_parents: Option<CreatedParents> = None;
+    let mut made_parents = CreatedParents::default();
     let mut path_missing = false;
     loop {
         // Each request is sent as it is made, so the server handles them in this order.
@@ -126,13 +127,12 @@ async fn join_queue(
         node.sent();
         let create = zk.create(&create_path, spec.data, &options);
         let list = zk.list_children(spec.path);
-        let mut path_made = None;
-        if let Some(make_path) = make_path {
-            let reply = make_path.await.map(drop);
-            if reply.is_ok() {
-                made_parents.get_or_insert_with(CreatedParents::default).push(spec.path);
-            }
-            path_made = Some(reply);
+        let path_made = match make_path {
+            Some(make_path) => Some(make_path.await.map(drop)),
+            None => None,
+        };
+        if matches!(path_made, Some(Ok(()))) {
+            made_parents.push(spec.path);
         }
         let (created, listed) = tokio::join!(create, list);
         let settled = node.settle_create(zk, &mut reconnects, spec.queue.lock_name(), created).await;
@@ -146,13 +146,13 @@ async fn join_queue(
             // missing ancestor), and the path tried again as above. Otherwise (refused, or a
             // top-level path whose chroot is missing) the walk from the path says why.
             Created::ParentMissing => {
-                let parent = match path_made {
-                    Some(Err(ZkError::NoNode)) => spec.path.rfind('/').filter(|&end| end > 0),
-                    _ => None,
+                let from = match path_made {
+                    Some(Err(ZkError::NoNode)) => parent_path(spec.path).unwrap_or(spec.path),
+                    _ => spec.path,
                 };
-                let walked = create_containers(zk, parent.map_or(spec.path, |end| &spec.path[..end]), acls).await;
+                let walked = create_containers(zk, from, acls).await;
                 let made = remove_refused_parents(zk, &mut made_parents, walked.map_err(NotGranted::from)).await?;
-                made_parents.get_or_insert_with(CreatedParents::default).append(made);
+                made_parents.append(made);
                 continue;
             }
             Created::NotMade => continue,
@@ -170,15 +170,11 @@ async fn join_queue(
 /// their ACL, the client's, does not let it use them, and nobody else could either.
 pub(super) async fn remove_refused_parents<T>(
     zk: &ZkClient,
-    made: &mut Option<CreatedParents>,
+    made: &mut CreatedParents,
     settled: std::result::Result<T, NotGranted>,
 ) -> std::result::Result<T, NotGranted> {
-    if let Err(refused) = &settled {
-        if refused.is_no_auth() {
-            if let Some(made) = made.take() {
-                made.remove(zk).await;
-            }
-        }
+    if settled.as_ref().is_err_and(NotGranted::is_no_auth) {
+        std::mem::take(made).remove(zk).await;
     }
     settled
 }
