@@ -711,35 +711,23 @@ async fn uncontended_row(ctx: &mut Ctx<'_>) {
 }
 
 /// The `contended` row (W sessions, one per contender) or, as `contended-tasks`, W contenders
-/// sharing one session; each W in [`CONTENDED_ROUNDS`] rounds, the clients taking turns, as in
-/// [`contended_processes_row`].
+/// sharing one session.
 async fn contended_row(ctx: &mut Ctx<'_>, section: &'static str) {
     let (warm, measure) = (ctx.opts.contended_warm, ctx.opts.contended_measure);
     let one_session = section == "contended-tasks";
     let clients = ctx.opts.clients.clone();
     for sessions in ctx.opts.sessions.clone() {
-        let mut totals = Totals::new(clients.iter().copied());
-        for round in 0..CONTENDED_ROUNDS {
-            for client in turn(&clients, round) {
-                if totals.failed(client) {
-                    continue;
-                }
-                let path = path_of(client, section, &format!("w{sessions}"));
-                let measured = match client.native() {
-                    Some(kind) => {
-                        native::contended(kind, &ctx.connect, ctx.server, &path, sessions, warm, measure, one_session)
-                            .await
-                    }
-                    None => {
-                        let shared = if one_session { " one-session" } else { "" };
-                        let command = format!("contended {path} {sessions} {} {}{shared}", ms(warm), ms(measure));
-                        on_peer(ctx, client, command, None, warm + measure + Duration::from_secs(90)).await
-                    }
-                };
-                totals.add(client, measured);
+        contended_rounds(ctx, section, sessions, &clients, async |ctx, client, path| match client.native() {
+            Some(kind) => {
+                native::contended(kind, &ctx.connect, ctx.server, &path, sessions, warm, measure, one_session).await
             }
-        }
-        push_contended(ctx, section, sessions, totals);
+            None => {
+                let shared = if one_session { " one-session" } else { "" };
+                let command = format!("contended {path} {sessions} {} {}{shared}", ms(warm), ms(measure));
+                on_peer(ctx, client, command, None, warm + measure + Duration::from_secs(90)).await
+            }
+        })
+        .await;
     }
 }
 
@@ -747,11 +735,6 @@ async fn contended_row(ctx: &mut Ctx<'_>, section: &'static str) {
 /// re-run this binary (zk-lock's in-process hand-off shortcut does not apply there) on a
 /// `flavour` runtime, Curator runs one small JVM per contender and kazoo one interpreter per
 /// contender. On the multi-thread runtime (`contended-processes-mt`) the Rust clients only.
-///
-/// Each W runs in [`CONTENDED_ROUNDS`] rounds, each round starting with the next
-/// client, and a client's rounds add up: measured in one fixed order, the client measured first
-/// ran while the server's JIT was still compiling for the pattern (zk-lock first: 734 locks/s
-/// against zookeeper-client's 947 at W = 2; zookeeper-client first: 996 against zk-lock's 1,162).
 async fn contended_processes_row(ctx: &mut Ctx<'_>, section: &'static str, flavour: contender::Flavour) {
     let (warm, measure) = (ctx.opts.contended_warm, ctx.opts.contended_measure);
     let work = target_dir().join("bench");
@@ -763,34 +746,42 @@ async fn contended_processes_row(ctx: &mut Ctx<'_>, section: &'static str, flavo
         .filter(|client| flavour == contender::Flavour::CurrentThread || client.native().is_some())
         .collect();
     for sessions in ctx.opts.sessions.clone() {
-        let mut totals = Totals::new(clients.iter().copied());
-        for round in 0..CONTENDED_ROUNDS {
-            for client in turn(&clients, round) {
-                if totals.failed(client) {
-                    continue;
-                }
-                let path = path_of(client, section, &format!("w{sessions}"));
-                let launch = match client.native() {
-                    Some(kind) => contender::Launch::native(kind, flavour, &ctx.connect, &path),
-                    None if client == ClientId::Curator => peer::curator_contender(&ctx.connect, &path, &work).await,
-                    None => peer::kazoo_contender(&ctx.connect, &path, &work).await,
-                };
-                let measured = match launch {
-                    Ok(launch) => contender::contended(&launch, ctx.server, sessions, warm, measure).await,
-                    Err(e) => Err(e),
-                };
-                totals.add(client, measured);
-            }
-        }
-        push_contended(ctx, section, sessions, totals);
+        contended_rounds(ctx, section, sessions, &clients, async |ctx, client, path| {
+            let launch = match client.native() {
+                Some(kind) => contender::Launch::native(kind, flavour, &ctx.connect, &path),
+                None if client == ClientId::Curator => peer::curator_contender(&ctx.connect, &path, &work).await,
+                None => peer::kazoo_contender(&ctx.connect, &path, &work).await,
+            };
+            contender::contended(&launch?, ctx.server, sessions, warm, measure).await
+        })
+        .await;
     }
 }
 
-/// Rounds of each W of the contended rows (see [`contended_processes_row`]).
+/// Rounds of each W of the contended rows (see [`contended_rounds`]).
 const CONTENDED_ROUNDS: usize = 2;
 
-/// Records (and logs) each client's rounds of one W of a contended row.
-fn push_contended(ctx: &mut Ctx<'_>, section: &'static str, sessions: usize, totals: Totals<ClientId>) {
+/// One W of a contended row: [`CONTENDED_ROUNDS`] rounds, each starting with the next client,
+/// each client's case measured by `case` on the client's path; a client's rounds add up, and
+/// are recorded. In one fixed order the client measured first ran while the server's JIT was
+/// still compiling for the pattern (`contended-processes`, W = 2, zk-lock first: 734 locks/s
+/// against zookeeper-client's 947; zookeeper-client first: 996 against zk-lock's 1,162).
+async fn contended_rounds<'a>(
+    ctx: &mut Ctx<'a>,
+    section: &'static str,
+    sessions: usize,
+    clients: &[ClientId],
+    mut case: impl AsyncFnMut(&mut Ctx<'a>, ClientId, String) -> Result<Measured, String>,
+) {
+    let mut totals = Totals::new(clients.iter().copied());
+    for round in 0..CONTENDED_ROUNDS {
+        for client in turn(clients, round) {
+            if !totals.failed(client) {
+                let path = path_of(client, section, &format!("w{sessions}"));
+                totals.add(client, case(ctx, client, path).await);
+            }
+        }
+    }
     for (client, total) in totals.measured() {
         let record = match total {
             Ok(m) => report::contended(section, client.name(), sessions, &m),
