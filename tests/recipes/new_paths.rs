@@ -130,7 +130,7 @@ async fn a_lock_path_whose_parent_is_missing_too_has_its_ancestors_made_first() 
 }
 
 /// A call cancelled while the path's `create` and its node's are on their way leaves no node:
-/// the node is found by its protected prefix and deleted, and the path serves the next caller.
+/// the node, made after the cancellation, is deleted, and the path serves the next caller.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_cancelled_while_the_path_is_being_made_leaves_no_node() {
     let root = "/new-paths-cancelled";
@@ -142,7 +142,7 @@ async fn a_call_cancelled_while_the_path_is_being_made_leaves_no_node() {
     // server at 3 DELAY, after the call is dropped at 2.5 DELAY.
     let mutex = Mutex::with_client(&delayed.client, &path);
     let cancelled = tokio::time::timeout(DELAY * 5 / 2, mutex.lock()).await;
-    assert!(cancelled.is_err(), "the call was still waiting: {cancelled:?}");
+    assert!(cancelled.is_err(), "the call ended before it was cancelled: {cancelled:?}");
 
     // Made after the call was dropped (so this test is about that case), then deleted.
     wait_for_children(&direct, &path, |children| children.len() == 1).await.expect("our node is made");
