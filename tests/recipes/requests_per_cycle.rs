@@ -195,7 +195,7 @@ async fn sessions_of_one_process_contending_send_five_requests_per_grant() {
     assert!((4.8..5.1).contains(&per_grant), "{per_grant:.2} requests per grant");
 }
 
-/// A held lock costs nothing while idle: the session's heartbeat is one `exists` a period
+/// A held lock costs nothing while idle: the session's heartbeat is one `sync` a period
 /// whatever it holds, and each hold is followed by a watch set once, when it has lasted a period.
 /// Holding 600 locks, the server hears one request per heartbeat period and answers one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -206,8 +206,10 @@ pub enum LostReason {
     /// The client was closed ([`Client::close`](crate::Client::close),
     /// [`shutdown`](crate::shutdown)), or its credentials were refused on a reconnect.
     SessionClosed,
-    /// The server has not answered for 3/5 of the session timeout: it could expire the session
-    /// soon after, and grant the lock to someone else. The lock is given up before that can
+    /// The ensemble's leader was not proven to have renewed the session for 4/5 of the session
+    /// timeout (no heartbeat `sync` answered: a partition between the client and its server or
+    /// between the servers, a dead server): it could expire the session soon after, and grant the
+    /// lock to someone else. The lock is given up at least 1/5 of a timeout before that can
     /// happen, and the session is closed (and replaced) once the server is reachable.
     ConnectionLost,
     /// Somebody else deleted the lock node.
@@ -230,7 +232,7 @@ impl std::fmt::Display for LostReason {
                 "the zookeeper session was closed (by `Client::close` or `zk_lock::shutdown`, or its credentials were refused)"
             }
             Self::ConnectionLost => {
-                "no reply from zookeeper for 3/5 of the session timeout; the session is given up before the server could expire it"
+                "no renewal of the session by the zookeeper leader proven for 4/5 of the session timeout; the session is given up before the leader could expire it"
             }
             Self::NodeDeleted => "the lock node was deleted by someone else",
             Self::MaxHoldReached { limit } => {

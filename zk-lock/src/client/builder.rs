@@ -53,9 +53,10 @@ impl ClientBuilder {
     }
 
     /// The session timeout to negotiate (default 10 s). The server clamps it to its own
-    /// `minSessionTimeout`..`maxSessionTimeout`. A lock is reported lost when the server has not
-    /// answered for 3/5 of it (before the server could expire the session); the session is then
-    /// closed once the server is reachable and replaced.
+    /// `minSessionTimeout`..`maxSessionTimeout`. A lock is reported lost when the ensemble's leader
+    /// was not proven to have renewed the session for 4/5 of it (about 0.36 of it after the last
+    /// answered heartbeat), at least 1/5 of it before the leader could expire the session; the
+    /// session is then closed once the server is reachable and replaced.
     pub fn session_timeout(mut self, timeout: Duration) -> Self {
         self.config.session_timeout = timeout;
         self

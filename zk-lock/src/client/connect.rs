@@ -34,9 +34,10 @@ pub(super) async fn open_session(config: ClientConfig) -> Result<Arc<Session>> {
 
 /// Opens a session within the connect timeout.
 async fn open(config: ClientConfig) -> Result<Arc<Session>> {
-    let deadline = Instant::now() + config.connect_timeout;
+    let requested = Instant::now();
+    let deadline = requested + config.connect_timeout;
     let zk = connect(&config, deadline).await?;
-    Ok(Session::new(zk, Some(reopen(config))))
+    Ok(Session::new(zk, Some(reopen(config)), requested))
 }
 
 /// The task's output; the task is aborted if this is dropped first (dropping a `JoinHandle` does
@@ -200,7 +201,9 @@ async fn first_session(config: &ClientConfig, deadline: Instant) -> Result<zooke
 /// zookeeper-client's connector with the client's session timeout, credentials and TLS.
 fn connector(config: &ClientConfig) -> Result<zookeeper_client::Connector> {
     // zookeeper-client gives up on a silent server after this long (0.4 T by default): sooner
-    // leaves a reconnect time to answer a heartbeat before the locks are declared lost (3/5 T).
+    // leaves a reconnect, which the leader renews, time to answer a heartbeat before the locks
+    // are declared lost (at least 0.36 T after the last answer: session/liveness.rs). It pings on
+    // its own after 3/8 of it (0.1125 T) without sending, longer than the heartbeat's T/9.
     let connection_timeout = config.session_timeout * 3 / 10;
     let mut connector = zookeeper_client::Client::connector()
         .with_session_timeout(config.session_timeout)

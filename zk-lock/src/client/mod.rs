@@ -77,7 +77,7 @@ impl Client {
             ..ClientConfig::new(String::new())
         };
         // No connect string to reach the session again: it is reported lost, never retired.
-        Self::with_session(config, Session::new(zk, None))
+        Self::with_session(config, Session::new(zk, None, tokio::time::Instant::now()))
     }
 
     fn with_session(config: ClientConfig, session: Arc<Session>) -> Self {

@@ -221,7 +221,8 @@ mod tests {
         assert!(name.starts_with(&prefix), "{name}");
         assert_eq!(token, stat.czxid);
 
-        let mut node = UngrantedNode::new(Session::new(zk.clone(), None), parent, prefix.clone());
+        let mut node =
+            UngrantedNode::new(Session::new(zk.clone(), None, tokio::time::Instant::now()), parent, prefix.clone());
         node.sent();
         node.remove().await;
         let left = zk.list_children(parent).await.unwrap();

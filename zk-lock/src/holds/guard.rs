@@ -125,10 +125,12 @@ macro_rules! lock_guard {
             /// Resolves when the lock is lost, with the reason; never, if it is released first.
             /// Race it against the work done under the lock to stop that work when the lock goes.
             ///
-            /// When the server stops answering (a partition, a dead server), it resolves 3/5 of the
-            /// session timeout after the send of the last request the server answered: before the
-            /// server could expire the session and grant the lock to anyone else (see
-            /// docs/reliability.md, "Told first"). A deletion of the node by someone else is seen
+            /// When the ensemble stops answering the session's heartbeat (a partition between the
+            /// client and its server or between the servers, a dead server), it resolves 4/5 of the
+            /// session timeout after the latest moment the leader provably renewed the session
+            /// (about 0.36 of it after the last answer): at least 1/5 of it before the leader could
+            /// expire the session and grant the lock to anyone else (see docs/reliability.md,
+            /// "Told first"). A deletion of the node by someone else is seen
             /// within 2/9 of the session timeout and a round trip: a hold that lasts one heartbeat
             /// period (1/9) is followed by a watch from then on. A frozen process learns it only when it runs again: fence your
             /// writes with [`fencing_token`](Self::fencing_token).

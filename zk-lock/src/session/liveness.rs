@@ -1,18 +1,20 @@
-//! When a session's locks are lost, decided on the client's own clock, before the server could
+//! When a session's locks are lost, decided on the client's own clock, before the ensemble could
 //! expire the session.
 //!
-//! The server expires a session one session timeout `T` after it last heard from the client, at
-//! the earliest (it rounds expiry times up to its tick). It hears from us at the latest when it
-//! receives a request, and a request is received after we sent it: so a request sent at `s`
-//! whose reply came back proves the session cannot expire before `s + T`. The monitor keeps
-//! such proofs coming with a heartbeat (a request every `T/9`, which also stands in for
-//! zookeeper-client's own ping) and declares the locks lost at
-//! `s + 3/5 T` for the latest such `s`: `2/5 T` before anyone else can be granted them (docs/
-//! reliability.md derives the bound). A terminal state of the client (expired, closed) loses
-//! them at once, and so does `Client::close`, which also ends the session on the server.
+//! The leader expires a session one session timeout `T` after it last renewed it, at the earliest
+//! (it rounds expiry times up to its tick). `renewal` keeps the latest moment `p` after which the
+//! leader provably renewed it, from a chain of answered `sync`s; the monitor keeps such proofs
+//! coming with a heartbeat (a `sync` every `T/9`, which also stands in for zookeeper-client's own
+//! ping) and declares the locks lost at `p + 4/5 T`: `T/5` before anyone else can be granted
+//! them (docs/reliability.md derives the bound). A terminal state of the client (expired,
+//! closed) loses them at once, and so does `Client::close`, which also ends the session on the
+//! server.
 //!
-//! The heartbeat's request is one `exists` of the root, whatever the session holds: a held
-//! lock costs nothing while idle. Held nodes are followed by watches instead (`follow`).
+//! Only a server in touch with the leader answers a `sync`: a follower cut off from the leader
+//! answers reads and pings from its own state until it notices, `syncLimit` ticks later, which can
+//! be long after the leader expired the session. The heartbeat is one `sync` whatever the session
+//! holds: a held lock costs nothing while idle. Held nodes are followed by watches instead
+//! (`follow`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -26,14 +28,15 @@ use zookeeper_client::{Client as ZkClient, SessionState};
 use super::end::SessionEnd;
 use super::held_nodes::HeldNodes;
 use super::ledger::Ledger;
+use super::renewal::{ping_bound, Answer, Renewals};
 use super::retire::{Reopen, Retirement};
 use super::Health;
 use crate::error::LostReason;
 
-/// The locks are declared lost 3/5 of the session timeout after the send of the last answered
-/// request.
+/// The locks are declared lost 4/5 of the session timeout after the moment the leader provably
+/// renewed the session after.
 fn loss_delay(timeout: Duration) -> Duration {
-    timeout * 3 / 5
+    timeout * 4 / 5
 }
 
 /// Heartbeats per session timeout: one every `T/9`, within zookeeper-client's ping interval
@@ -47,10 +50,10 @@ pub(super) fn heartbeat_period(timeout: Duration) -> Duration {
 }
 
 /// Follows the session until it must not be used any more, reporting losses to `health`.
-/// `started`: when the session was handed to us, just after the server answered its connect.
+/// `proven`: a moment the leader renewed the session after (the send of its connect request).
 pub(super) async fn monitor(
     zk: ZkClient,
-    started: Instant,
+    proven: Instant,
     health: watch::Sender<Health>,
     ledger: Arc<Mutex<Ledger>>,
     held: Arc<HeldNodes>,
@@ -62,8 +65,8 @@ pub(super) async fn monitor(
     let mut states = zk.state_watcher();
     let mut state = states.state();
     let mut heartbeat = Heartbeat::new(zk.clone(), heartbeat_period(timeout));
-    // The send time of the last answered request; none after a loss until the next answer.
-    let mut answered_sent_at = Some(started);
+    // None after a loss until a whole chain of requests sent since proves a renewal again.
+    let mut renewals = Renewals::new(ping_bound(timeout), Some(proven));
     loop {
         if let Some(reason) = terminal_reason(state) {
             lose(&health, &held, reason, true);
@@ -79,7 +82,7 @@ pub(super) async fn monitor(
             }
             return;
         }
-        let deadline = answered_sent_at.map(|sent| sent + lose_after);
+        let deadline = renewals.proven().map(|proven| proven + lose_after);
         tokio::select! {
             biased;
             () = end.close_asked() => {
@@ -101,8 +104,8 @@ pub(super) async fn monitor(
                 return;
             }
             next = states.changed() => state = next,
-            // One request at a time: each answered one was sent after the one before.
-            sent = heartbeat.answered() => answered_sent_at = Some(sent),
+            // One request at a time: each one is sent after the one before was answered.
+            answer = heartbeat.answered() => renewals.record(answer),
             () = sleep_until(deadline) => {
                 lose(&health, &held, LostReason::ConnectionLost, reopen.is_some());
                 if let Some(reopen) = reopen {
@@ -114,8 +117,8 @@ pub(super) async fn monitor(
                     return;
                 }
                 // Declared once per silence: a session we cannot retire is lost again only after
-                // it answered a request sent after this loss.
-                answered_sent_at = None;
+                // a renewal is proven by requests sent after this loss.
+                renewals.forget();
                 heartbeat.send_again();
             }
         }
@@ -178,28 +181,31 @@ fn lose(health: &watch::Sender<Health>, held: &HeldNodes, reason: LostReason, te
 
 type Reply = Pin<Box<dyn Future<Output = Result<(), zookeeper_client::Error>> + Send>>;
 
-/// One cheap request at a time, every `period`, each remembered with the time it was sent.
+/// One `sync` at a time, every `period`, each remembered with the time it was sent.
 struct Heartbeat {
     zk: ZkClient,
     period: Duration,
     next_send: Instant,
     in_flight: Option<(Instant, Reply)>,
+    /// The send of the latest request that failed with its connection, since the last answer.
+    broken_since_answer: Option<Instant>,
 }
 
 impl Heartbeat {
     fn new(zk: ZkClient, period: Duration) -> Self {
-        Self { zk, period, next_send: Instant::now() + period, in_flight: None }
+        Self { zk, period, next_send: Instant::now() + period, in_flight: None, broken_since_answer: None }
     }
 
-    /// Forgets the request in flight and sends a new one at once.
+    /// Forgets the request in flight, and what failed before, and sends a new one at once.
     fn send_again(&mut self) {
         self.in_flight = None;
+        self.broken_since_answer = None;
         self.next_send = Instant::now();
     }
 
-    /// Resolves with the send time of the next request the server answers. Cancel safe: the
-    /// request in flight stays in `self`.
-    async fn answered(&mut self) -> Instant {
+    /// Resolves with the next request the server answers. Cancel safe: the request in flight
+    /// stays in `self`.
+    async fn answered(&mut self) -> Answer {
         loop {
             if self.in_flight.is_none() {
                 tokio::time::sleep_until(self.next_send).await;
@@ -214,15 +220,30 @@ impl Heartbeat {
             let (sent, result) = (*sent, reply.await);
             self.in_flight = None;
             match result {
-                Ok(()) => return sent,
-                // Failed with its connection: ask again at once (it waits for the reconnect).
-                Err(_) => self.next_send = Instant::now() + Duration::from_millis(10),
+                Ok(()) => {
+                    let reconnected_after = self.broken_since_answer.take();
+                    return Answer { sent, answered: Instant::now(), reconnected_after };
+                }
+                Err(err) => {
+                    if is_broken_connection(&err) {
+                        self.broken_since_answer = self.broken_since_answer.max(Some(sent));
+                    }
+                    // Ask again at once: it waits for the reconnect.
+                    self.next_send = Instant::now() + Duration::from_millis(10);
+                }
             }
         }
     }
 }
 
-/// One heartbeat: asks whether the root exists.
+/// Whether zookeeper-client failed the request because its connection broke: it then fails every
+/// request written on that connection with the connection's error (an end of stream, an I/O
+/// error, a silent server), before it connects again.
+fn is_broken_connection(err: &zookeeper_client::Error) -> bool {
+    matches!(err, zookeeper_client::Error::ConnectionLoss | zookeeper_client::Error::Custom(_))
+}
+
+/// One heartbeat: a `sync` of the root, which a follower cannot answer without the leader.
 fn beat(zk: ZkClient) -> Reply {
-    Box::pin(async move { zk.check_stat("/").await.map(drop) })
+    Box::pin(async move { zk.sync("/").await })
 }

@@ -14,6 +14,7 @@ mod held_status;
 mod io_runtime;
 mod ledger;
 mod liveness;
+mod renewal;
 mod retire;
 
 use std::future::Future;
@@ -63,9 +64,14 @@ impl Session {
     /// it may still live on the server is closed through a new connection to it; without (a
     /// session opened by the user), it is only reported lost.
     /// A session the library opened (with `reopen`) is closed when the runtime that opened it
-    /// shuts down, which its I/O runs on (`io_runtime`).
-    pub(crate) fn new(zk: zookeeper_client::Client, reopen: Option<Reopen>) -> Arc<Self> {
-        let started = tokio::time::Instant::now();
+    /// shuts down, which its I/O runs on (`io_runtime`). `requested`: when its connect request was
+    /// about to be sent (the server cannot have created it before), or when it was handed over
+    /// for a session the user opened.
+    pub(crate) fn new(
+        zk: zookeeper_client::Client,
+        reopen: Option<Reopen>,
+        requested: tokio::time::Instant,
+    ) -> Arc<Self> {
         let (sender, health) = watch::channel(Health::default());
         let ledger = Arc::new(Mutex::new(Ledger::default()));
         let held = Arc::new(HeldNodes::default());
@@ -74,7 +80,7 @@ impl Session {
         // of the session's I/O is stuck.
         let monitor = background::spawn(liveness::monitor(
             zk.clone(),
-            started,
+            requested,
             sender,
             ledger.clone(),
             held.clone(),
