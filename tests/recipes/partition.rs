@@ -23,8 +23,9 @@ use zk_lock::{Client, Error, LostReason, Mutex, MutexGuard, RwLock, Semaphore, S
 
 use crate::support::{new_client, server, PATIENCE};
 
-/// The partitioned clients' session timeout: the loss is declared 3/5 of it after the last
-/// answered request, so this leaves 0.8 s between that and the earliest expiry on the server.
+/// The partitioned clients' session timeout: the loss is declared 4/5 of it after the latest
+/// renewal the leader provably made, so this leaves at least 0.4 s between that and the earliest
+/// expiry on the server.
 const SESSION: Duration = Duration::from_secs(2);
 /// Short, so that a partitioned client's attempt to open a new session fails before the server
 /// could expire the old one: the old one must then be closed by its retirement.

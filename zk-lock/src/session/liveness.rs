@@ -28,7 +28,7 @@ use zookeeper_client::{Client as ZkClient, SessionState};
 use super::end::SessionEnd;
 use super::held_nodes::HeldNodes;
 use super::ledger::Ledger;
-use super::renewal::{ping_bound, Answer, Renewals};
+use super::renewal::{ping_bound, Renewals};
 use super::retire::{Reopen, Retirement};
 use super::Health;
 use crate::error::LostReason;
@@ -67,6 +67,9 @@ pub(super) async fn monitor(
     let mut heartbeat = Heartbeat::new(zk.clone(), heartbeat_period(timeout));
     // None after a loss until a whole chain of requests sent since proves a renewal again.
     let mut renewals = Renewals::new(ping_bound(timeout), Some(proven));
+    // The latest moment the connection was seen up with no change of state unseen: a later
+    // change to `SyncConnected` is a new connection, which the leader revalidated, after it.
+    let mut seen_up_at = (state == SessionState::SyncConnected).then(Instant::now);
     loop {
         if let Some(reason) = terminal_reason(state) {
             lose(&health, &held, reason, true);
@@ -83,6 +86,10 @@ pub(super) async fn monitor(
             return;
         }
         let deadline = renewals.proven().map(|proven| proven + lose_after);
+        // Biased: a change of state sent before the select polls it wins over the other branches,
+        // so when another branch wins, no change had been sent by `polled_at`.
+        let polled_at = Instant::now();
+        let mut state_changed = false;
         tokio::select! {
             biased;
             () = end.close_asked() => {
@@ -103,9 +110,17 @@ pub(super) async fn monitor(
                 // Else a session the user opened: it ends when the user drops it.
                 return;
             }
-            next = states.changed() => state = next,
+            next = states.changed() => {
+                state_changed = true;
+                if next == SessionState::SyncConnected {
+                    if let Some(up_at) = seen_up_at {
+                        renewals.reconnected(up_at);
+                    }
+                }
+                state = next;
+            }
             // One request at a time: each one is sent after the one before was answered.
-            answer = heartbeat.answered() => renewals.record(answer),
+            (sent, answered) = heartbeat.answered() => renewals.record(sent, answered),
             () = sleep_until(deadline) => {
                 lose(&health, &held, LostReason::ConnectionLost, reopen.is_some());
                 if let Some(reopen) = reopen {
@@ -118,9 +133,12 @@ pub(super) async fn monitor(
                 }
                 // Declared once per silence: a session we cannot retire is lost again only after
                 // a renewal is proven by requests sent after this loss.
-                renewals.forget();
+                renewals.forget(Instant::now());
                 heartbeat.send_again();
             }
+        }
+        if !state_changed && state == SessionState::SyncConnected {
+            seen_up_at = Some(polled_at);
         }
     }
 }
@@ -187,25 +205,22 @@ struct Heartbeat {
     period: Duration,
     next_send: Instant,
     in_flight: Option<(Instant, Reply)>,
-    /// The send of the latest request that failed with its connection, since the last answer.
-    broken_since_answer: Option<Instant>,
 }
 
 impl Heartbeat {
     fn new(zk: ZkClient, period: Duration) -> Self {
-        Self { zk, period, next_send: Instant::now() + period, in_flight: None, broken_since_answer: None }
+        Self { zk, period, next_send: Instant::now() + period, in_flight: None }
     }
 
-    /// Forgets the request in flight, and what failed before, and sends a new one at once.
+    /// Forgets the request in flight and sends a new one at once.
     fn send_again(&mut self) {
         self.in_flight = None;
-        self.broken_since_answer = None;
         self.next_send = Instant::now();
     }
 
-    /// Resolves with the next request the server answers. Cancel safe: the request in flight
-    /// stays in `self`.
-    async fn answered(&mut self) -> Answer {
+    /// Resolves with the send and answer times of the next request the server answers. Cancel
+    /// safe: the request in flight stays in `self`.
+    async fn answered(&mut self) -> (Instant, Instant) {
         loop {
             if self.in_flight.is_none() {
                 tokio::time::sleep_until(self.next_send).await;
@@ -220,27 +235,12 @@ impl Heartbeat {
             let (sent, result) = (*sent, reply.await);
             self.in_flight = None;
             match result {
-                Ok(()) => {
-                    let reconnected_after = self.broken_since_answer.take();
-                    return Answer { sent, answered: Instant::now(), reconnected_after };
-                }
-                Err(err) => {
-                    if is_broken_connection(&err) {
-                        self.broken_since_answer = self.broken_since_answer.max(Some(sent));
-                    }
-                    // Ask again at once: it waits for the reconnect.
-                    self.next_send = Instant::now() + Duration::from_millis(10);
-                }
+                Ok(()) => return (sent, Instant::now()),
+                // Failed with its connection: ask again at once (it waits for the reconnect).
+                Err(_) => self.next_send = Instant::now() + Duration::from_millis(10),
             }
         }
     }
-}
-
-/// Whether zookeeper-client failed the request because its connection broke: it then fails every
-/// request written on that connection with the connection's error (an end of stream, an I/O
-/// error, a silent server), before it connects again.
-fn is_broken_connection(err: &zookeeper_client::Error) -> bool {
-    matches!(err, zookeeper_client::Error::ConnectionLoss | zookeeper_client::Error::Custom(_))
 }
 
 /// One heartbeat: a `sync` of the root, which a follower cannot answer without the leader.

@@ -25,8 +25,8 @@
 //!
 //! A reconnection renews the session too: a follower asks the leader to revalidate a session that
 //! connects to it, and answers the connect only once the leader has (the leader renews it then).
-//! So a request answered after the connection broke proves a renewal after the send of any
-//! request that was on the broken connection; and a chain split by a reconnection still proves
+//! A new connection made after a moment when the old one was still up proves a renewal after that
+//! moment ([`reconnected`](Renewals::reconnected)); a chain split by a reconnection still proves
 //! its `s_k`, by the reconnection. A new session was created by the leader after its connect
 //! request was sent, so that send is proven from the start.
 
@@ -49,18 +49,6 @@ struct Answered {
     answered: Instant,
 }
 
-/// A `sync` the server answered, as the heartbeat saw it.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Answer {
-    /// Taken before the request was made (earlier than the real send: the safe side).
-    pub sent: Instant,
-    /// Taken once the answer was seen (later than its arrival: the safe side).
-    pub answered: Instant,
-    /// The send of the latest request that failed because its connection broke, since the
-    /// answer before: this one came on a connection made after that.
-    pub reconnected_after: Option<Instant>,
-}
-
 /// The proof so far, fed with the `sync`s the session sends one at a time.
 #[derive(Debug)]
 pub(super) struct Renewals {
@@ -68,12 +56,14 @@ pub(super) struct Renewals {
     /// Answered `sync`s that may still serve as `k` or `j'` of a chain, oldest first.
     answered: VecDeque<Answered>,
     proven: Option<Instant>,
+    /// Set by [`forget`](Self::forget): nothing before it proves anything any more.
+    floor: Option<Instant>,
 }
 
 impl Renewals {
     /// Starts with `proven`: the send of the session's connect request for a new session.
     pub(super) fn new(ping_bound: Duration, proven: Option<Instant>) -> Self {
-        Self { ping_bound, answered: VecDeque::new(), proven }
+        Self { ping_bound, answered: VecDeque::new(), proven, floor: None }
     }
 
     /// The leader renewed the session after this moment, and so cannot expire it before a
@@ -82,14 +72,11 @@ impl Renewals {
         self.proven
     }
 
-    /// Records an answered `sync`. The `sync`s must be recorded in the order they were sent,
-    /// each sent after the one before was answered or failed.
-    pub(super) fn record(&mut self, answer: Answer) {
-        let Answer { sent, answered, reconnected_after } = answer;
-        if let Some(broken) = reconnected_after {
-            // The leader renewed the session when the new connection was made.
-            self.proven = self.proven.max(Some(broken));
-        }
+    /// Records a `sync` sent at `sent` (a time taken before it was made: earlier than the real
+    /// send) and answered at `answered` (taken once the answer was seen: later than it arrived),
+    /// both on the safe side. The `sync`s must be recorded in the order they were sent, each sent
+    /// after the one before was answered or failed.
+    pub(super) fn record(&mut self, sent: Instant, answered: Instant) {
         if let Some(&j_prime) = self.answered.back() {
             // `j'` must have been answered before `j` was sent, or the ping reply could trail `j`.
             if j_prime.answered <= sent {
@@ -106,10 +93,19 @@ impl Renewals {
         self.answered.push_back(Answered { sent, answered });
     }
 
-    /// Forgets everything: a new proof needs a whole chain of requests sent from now on.
-    pub(super) fn forget(&mut self) {
+    /// The session connected again (not read-only) after `after`, a moment when its previous
+    /// connection was still up: the leader revalidated it, and so renewed it, after that.
+    pub(super) fn reconnected(&mut self, after: Instant) {
+        if self.floor.is_none_or(|floor| after >= floor) {
+            self.proven = self.proven.max(Some(after));
+        }
+    }
+
+    /// Forgets everything: a new proof needs requests sent, or a reconnection, from `now` on.
+    pub(super) fn forget(&mut self, now: Instant) {
         self.answered.clear();
         self.proven = None;
+        self.floor = Some(now);
     }
 }
 
@@ -123,9 +119,8 @@ mod tests {
         start + Duration::from_millis(ms)
     }
 
-    /// Records a sync sent at `sent` and answered at `answered`, on the same connection.
     fn record(renewals: &mut Renewals, sent: Instant, answered: Instant) {
-        renewals.record(Answer { sent, answered, reconnected_after: None });
+        renewals.record(sent, answered);
     }
 
     #[test]
@@ -182,7 +177,7 @@ mod tests {
         record(&mut renewals, at(t0, 400), at(t0, 410));
         record(&mut renewals, at(t0, 420), at(t0, 430));
         assert_eq!(renewals.proven(), Some(at(t0, 1000)));
-        renewals.forget();
+        renewals.forget(at(t0, 1500));
         assert_eq!(renewals.proven(), None);
         record(&mut renewals, at(t0, 2000), at(t0, 2010));
         record(&mut renewals, at(t0, 2400), at(t0, 2410));
@@ -191,14 +186,21 @@ mod tests {
     }
 
     #[test]
-    fn an_answer_on_a_new_connection_proves_the_requests_of_the_broken_one() {
+    fn a_reconnection_proves_the_moment_the_old_connection_was_seen_up() {
         let t0 = Instant::now();
         let mut renewals = Renewals::new(G, Some(t0));
         record(&mut renewals, at(t0, 0), at(t0, 10));
-        // The request sent at 100 failed with its connection; the next one, sent at 400, is
-        // answered on a new connection.
-        renewals.record(Answer { sent: at(t0, 400), answered: at(t0, 450), reconnected_after: Some(at(t0, 100)) });
+        renewals.reconnected(at(t0, 100));
         assert_eq!(renewals.proven(), Some(at(t0, 100)));
+        // Never back.
+        renewals.reconnected(at(t0, 50));
+        assert_eq!(renewals.proven(), Some(at(t0, 100)));
+        // After a loss, only what comes after it counts.
+        renewals.forget(at(t0, 200));
+        renewals.reconnected(at(t0, 150));
+        assert_eq!(renewals.proven(), None);
+        renewals.reconnected(at(t0, 250));
+        assert_eq!(renewals.proven(), Some(at(t0, 250)));
     }
 
     #[test]
