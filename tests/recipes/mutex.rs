@@ -225,7 +225,8 @@ async fn a_hold_deleted_while_its_connection_is_down_is_told_once_it_reconnects(
     let lost = guard.lost();
     proxy.cut();
     new_client().await.zookeeper().delete(&node, None).await.unwrap();
-    // The notification went to a connection that carries nothing; a new one must bring it.
+    // The notification waits on the cut connection, which the reset then breaks: a new one
+    // must bring it.
     proxy.reset();
     proxy.heal();
     let healed_at = tokio::time::Instant::now();

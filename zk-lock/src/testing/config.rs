@@ -1,16 +1,25 @@
 //! The server settings every test server shares, standalone or in an ensemble.
 
 use std::path::Path;
+use std::time::Duration;
 
 use super::SecureClientPort;
 
-/// `zoo.cfg` lines common to every test server listening on `client_port` with `data_dir`.
-pub(super) fn common_config(data_dir: &Path, client_port: u16) -> String {
+/// The servers' tick unless a test chooses another ([`ClusterBuilder::tick_time`]).
+///
+/// [`ClusterBuilder::tick_time`]: super::ClusterBuilder::tick_time
+pub(super) const DEFAULT_TICK_TIME: Duration = Duration::from_millis(500);
+
+/// `zoo.cfg` lines common to every test server listening on `client_port` with `data_dir`, on a
+/// tick of `tick_time` (whole milliseconds).
+pub(super) fn common_config(data_dir: &Path, client_port: u16, tick_time: Duration) -> String {
+    let tick = tick_time.as_millis();
     format!(
         "# Written by zk_lock::testing.\n\
-         tickTime=500\n\
-         minSessionTimeout=1000\n\
-         maxSessionTimeout=60000\n\
+         tickTime={tick}\n\
+         # ZooKeeper's own minimum, two ticks, so tests may use short sessions.\n\
+         minSessionTimeout={min_session}\n\
+         maxSessionTimeout={max_session}\n\
          dataDir={data_dir}\n\
          clientPort={client_port}\n\
          clientPortAddress=127.0.0.1\n\
@@ -23,6 +32,9 @@ pub(super) fn common_config(data_dir: &Path, client_port: u16) -> String {
          # machine crash would, and tests do not survive that anyway.\n\
          forceSync=no\n",
         data_dir = data_dir.display(),
+        min_session = 2 * tick,
+        // A minute, or ZooKeeper's own maximum (twenty ticks) if longer.
+        max_session = (20 * tick).max(60_000),
     )
 }
 

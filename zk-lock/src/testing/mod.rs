@@ -18,12 +18,14 @@
 //!   [kill](TestingServer::kill) and [restart](TestingServer::restart).
 //! * [`TestingServer::start_secure`] adds a TLS client port, with the certificates of a
 //!   [`SecureClientPort`].
-//! * [`TestingCluster::start`] runs a real ensemble, for leader failover.
+//! * [`TestingCluster::start`] runs a real ensemble, for leader failover; its servers can be
+//!   paused, and partitioned from each other ([`TestingCluster::isolate`] and friends), with
+//!   the timing a test chooses ([`TestingCluster::builder`]).
 //! * [`expire_session`] expires a client's session the way Curator's `KillSession` does.
 //! * [`audit`] is the orphan oracle: it finds the ephemeral nodes of a client's sessions that
 //!   the library no longer accounts for (there must be none).
-//! * [`Proxy`] sits between a client and a server to cut, delay or reset their traffic, for
-//!   network partitions.
+//! * [`Proxy`] sits between a client and a server to cut (holding the bytes back until the
+//!   heal, as a real partition does), delay or reset their traffic.
 //! * [`children`] and [`wait_for_children`] read a lock's queue and wait, by watching, until it
 //!   is as expected: a waiter queued, no node left.
 //! * [`ServerCounters`] ([`TestingServer::counters`]) are the server's own counters, from
@@ -84,6 +86,7 @@ mod cluster;
 mod config;
 mod counters;
 mod curator;
+mod election_hello;
 mod four_letter;
 mod history;
 mod java;
@@ -98,7 +101,7 @@ mod tempdir;
 
 pub use audit::{audit, Audit, Orphan};
 pub use children::{children, wait_for_children, wait_for_children_within, CHILDREN_TIMEOUT};
-pub use cluster::TestingCluster;
+pub use cluster::{ClusterBuilder, TestingCluster};
 pub use counters::{server_counters, ServerCounters};
 pub use curator::{compile_curator_program, curator_classpath, JavaProgram};
 pub use four_letter::four_letter_word;

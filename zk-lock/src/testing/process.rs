@@ -81,6 +81,8 @@ pub(crate) struct JvmProcess {
     /// Length of the log before this process started, so errors show only its own lines.
     log_start: u64,
     status: Option<ExitStatus>,
+    /// Stopped by [`pause`](Self::pause) (`SIGSTOP`) and not resumed since.
+    paused: bool,
 }
 
 impl JvmProcess {
@@ -121,7 +123,7 @@ impl JvmProcess {
                 return Err(err);
             }
         };
-        Ok(JvmProcess { shell, pipe, java_pid, log: command.log.to_owned(), log_start, status: None })
+        Ok(JvmProcess { shell, pipe, java_pid, log: command.log.to_owned(), log_start, status: None, paused: false })
     }
 
     /// Java's pid while it runs.
@@ -178,16 +180,41 @@ impl JvmProcess {
         if let Some(status) = self.try_wait()? {
             return Ok(status);
         }
-        self.signal("TERM")?;
+        self.request_stop()?;
         match self.wait_timeout(grace)? {
             Some(status) => Ok(status),
             None => self.kill(),
         }
     }
 
-    /// Sends `SIGTERM` without waiting, to stop several servers in parallel.
+    /// Sends `SIGTERM` without waiting, to stop several servers in parallel; a paused JVM is
+    /// resumed, or it would not act on it (`SIGKILL` needs no such help).
     pub(crate) fn request_stop(&mut self) -> Result<()> {
-        self.signal("TERM")
+        self.signal("TERM")?;
+        if self.paused {
+            self.resume()?;
+        }
+        Ok(())
+    }
+
+    /// Freezes Java with `SIGSTOP`, as a long GC pause or a frozen VM would: its sockets stay
+    /// open, and nothing answers on them until [`resume`](Self::resume).
+    pub(crate) fn pause(&mut self) -> Result<()> {
+        self.signal("STOP")?;
+        self.paused = true;
+        Ok(())
+    }
+
+    /// Lets a paused Java run again (`SIGCONT`).
+    pub(crate) fn resume(&mut self) -> Result<()> {
+        self.signal("CONT")?;
+        self.paused = false;
+        Ok(())
+    }
+
+    /// Whether Java is paused: it runs, but answers nothing.
+    pub(crate) fn is_paused(&self) -> bool {
+        self.paused
     }
 
     /// Sends `SIGKILL` without waiting, to kill several servers in parallel.

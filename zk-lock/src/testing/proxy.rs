@@ -2,7 +2,7 @@
 //!
 //! Give the client [`Proxy::connect_string`] instead of the server's; for an ensemble, start
 //! one proxy per server and join their connect strings with commas. The proxy then forwards,
-//! drops, delays or resets the traffic as the test says.
+//! holds back, delays or resets the traffic as the test says.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
@@ -14,6 +14,8 @@ use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
+
+use super::election_hello::LegacyHello;
 
 /// Read buffer of each direction of a connection.
 const CHUNK: usize = 64 * 1024;
@@ -36,8 +38,18 @@ pub enum Direction {
 /// that each server can be partitioned from the client on its own.
 ///
 /// The controls take `&self`, return at once and apply to the current and the new connections
-/// alike. A cut is a partition, not a failure: the connections stay open and the client sees a
-/// silent peer until its own timeouts fire, as on a real network.
+/// alike. They behave as a real network does:
+///
+/// * A cut is a partition, not a failure. The connections stay open and carry nothing, and no
+///   byte is lost: as TCP would, the proxy holds back what is sent meanwhile (it stops reading,
+///   so the sender's buffers fill and TCP's flow control slows it) and delivers it all, in
+///   order, once [healed](Proxy::heal). Each side sees a silent peer until its own timeouts
+///   fire; a side that gave up meanwhile and closed its socket finds its bytes, then its close,
+///   delivered after the heal, as a real peer would after a partition.
+/// * A connection opened during a cut is accepted, but reaches the server only once the cut is
+///   healed (its handshake could not cross a partition either), with what the client sent.
+/// * A [reset](Proxy::reset) is a different fault: the current connections fail at once, with
+///   a TCP reset on both sides, and what they still held is lost.
 ///
 /// The proxy runs on a thread of its own with its own Tokio runtime, so it works from plain
 /// `#[test]` and `#[tokio::test]` alike and keeps running when the caller's runtime is gone.
@@ -73,6 +85,24 @@ pub struct Proxy {
     thread: Option<JoinHandle<()>>,
 }
 
+/// How a proxy between two servers of a cluster differs from one in front of a server
+/// (kit-internal); the default is the latter.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LinkOptions {
+    /// How long a connection waits for a target that refuses it, trying again every
+    /// [`RETRY`], before it is closed. A proxy cannot pass a refusal on, having accepted the
+    /// connection already; a server's peer would retry a refused connect, but takes a connection
+    /// that fails once made for a failed peer.
+    pub(crate) target_patience: Duration,
+    /// Rewrite the first message of each connection, a ZooKeeper election connection's initial
+    /// message, to its legacy form (see `election_hello`).
+    pub(crate) legacy_election_hello: bool,
+}
+
+/// How often a connection tries a target that refused it, within its
+/// [`target_patience`](LinkOptions::target_patience).
+const RETRY: Duration = Duration::from_millis(50);
+
 /// What the proxy does with traffic now; every connection watches it.
 #[derive(Debug, Clone, Copy, Default)]
 struct Link {
@@ -92,6 +122,11 @@ impl Link {
             Direction::ToClient => self.to_client_cut,
         }
     }
+
+    /// Whether a TCP handshake could cross: it needs both directions.
+    fn is_open(&self) -> bool {
+        !self.to_server_cut && !self.to_client_cut
+    }
 }
 
 impl Proxy {
@@ -104,6 +139,11 @@ impl Proxy {
     /// address), of binding the port, or of starting the proxy's thread. A target that refuses
     /// connections is not an error here: the proxy then closes each connection it accepts.
     pub fn start(target: impl ToSocketAddrs) -> io::Result<Proxy> {
+        Self::start_with(target, LinkOptions::default())
+    }
+
+    /// [`start`](Self::start), with the options of a link between two servers.
+    pub(crate) fn start_with(target: impl ToSocketAddrs, options: LinkOptions) -> io::Result<Proxy> {
         // Resolved once, so that a bad address fails here rather than every connection.
         let targets: Vec<SocketAddr> = target.to_socket_addrs()?.collect();
         if targets.is_empty() {
@@ -130,7 +170,7 @@ impl Proxy {
             match setup() {
                 Ok((runtime, listener)) => {
                     let _ = started.send(Ok(()));
-                    runtime.block_on(serve(listener, targets, watched));
+                    runtime.block_on(serve(listener, targets, options, watched));
                 }
                 Err(err) => {
                     let _ = started.send(Err(err));
@@ -152,23 +192,28 @@ impl Proxy {
         self.addr.to_string()
     }
 
-    /// Drops every byte both ways, like a network partition: the connections stay open but
-    /// carry nothing, and new connections are accepted but carry nothing either. Bytes read
-    /// meanwhile, and bytes still [delayed](Proxy::delay), are lost, not kept for later; a
-    /// connection closed by one side is reported to the other only after [`heal`](Proxy::heal).
+    /// Holds back every byte both ways, like a network partition: the connections stay open but
+    /// deliver nothing, and new connections are accepted but reach the server only after the
+    /// heal. Nothing is lost: what is sent meanwhile, and what was already read or still
+    /// [delayed](Proxy::delay), is delivered in order after [`heal`](Proxy::heal), and so is a
+    /// connection closed by one side meanwhile.
     pub fn cut(&self) {
-        self.link.send_modify(|link| {
-            link.to_server_cut = true;
-            link.to_client_cut = true;
-        });
+        self.hold(true, true);
     }
 
-    /// Drops the bytes going in `direction` only, like [`cut`](Proxy::cut) does both ways; the
-    /// other direction forwards, even if it was cut before.
+    /// Holds back the bytes going in `direction` only, as [`cut`](Proxy::cut) does both ways;
+    /// the other direction forwards, even if it was cut before. A connection opened meanwhile
+    /// reaches the server only after the heal, as a TCP handshake needs both directions.
     pub fn cut_one_way(&self, direction: Direction) {
+        self.hold(direction == Direction::ToServer, direction == Direction::ToClient);
+    }
+
+    /// Holds back the bytes going to the server if `to_server`, and those going to the client if
+    /// `to_client`; what is no longer held is delivered.
+    pub(crate) fn hold(&self, to_server: bool, to_client: bool) {
         self.link.send_modify(|link| {
-            link.to_server_cut = direction == Direction::ToServer;
-            link.to_client_cut = direction == Direction::ToClient;
+            link.to_server_cut = to_server;
+            link.to_client_cut = to_client;
         });
     }
 
@@ -179,13 +224,15 @@ impl Proxy {
     }
 
     /// Closes every current connection on both sides, with a TCP reset, as a crashed peer or a
-    /// firewall would. New connections are still accepted and forwarded.
+    /// firewall would; the bytes a cut or a delay still held for them are lost. New connections
+    /// are still accepted, and forwarded unless the proxy is cut.
     pub fn reset(&self) {
         self.link.send_modify(|link| link.resets += 1);
     }
 
-    /// Forwards everything both ways again, without delay. Bytes dropped by a cut stay lost; the
-    /// connections that were open during the cut carry traffic again.
+    /// Forwards everything both ways again, without delay: first what the cut held back (and
+    /// the chunks still delayed, once due), in order, then the new traffic; the connections
+    /// opened during the cut reach the server now.
     pub fn heal(&self) {
         self.link.send_modify(|link| *link = Link { resets: link.resets, ..Link::default() });
     }
@@ -202,13 +249,13 @@ impl Drop for Proxy {
 
 /// Accepts connections until the proxy is dropped; returning drops the runtime, and with it
 /// every connection.
-async fn serve(listener: TcpListener, targets: Vec<SocketAddr>, link: watch::Receiver<Link>) {
+async fn serve(listener: TcpListener, targets: Vec<SocketAddr>, options: LinkOptions, link: watch::Receiver<Link>) {
     let mut stop = link.clone();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((client, _)) => {
-                    tokio::spawn(relay(client, targets.clone(), link.clone()));
+                    tokio::spawn(relay(client, targets.clone(), options, link.clone()));
                 }
                 // Out of file descriptors, most likely: wait a little instead of spinning.
                 Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
@@ -220,59 +267,108 @@ async fn serve(listener: TcpListener, targets: Vec<SocketAddr>, link: watch::Rec
 
 /// Connects a client to the target and carries its traffic until both sides have closed, or
 /// until a reset.
-async fn relay(mut client: TcpStream, targets: Vec<SocketAddr>, mut link: watch::Receiver<Link>) {
+async fn relay(mut client: TcpStream, targets: Vec<SocketAddr>, options: LinkOptions, mut link: watch::Receiver<Link>) {
     let resets = link.borrow().resets;
-    // Connected even during a cut, so that the connection works once healed.
-    let Ok(mut server) = TcpStream::connect(&targets[..]).await else { return };
+    let mut open = link.clone();
+    let connect = async move {
+        let refused_until = Instant::now() + options.target_patience;
+        loop {
+            // A handshake does not cross a partition: the server hears of the connection after
+            // the heal. Meanwhile the client's bytes wait, unread, in its socket.
+            let _ = open.wait_for(Link::is_open).await;
+            match TcpStream::connect(&targets[..]).await {
+                Err(_) if Instant::now() < refused_until => tokio::time::sleep(RETRY).await,
+                connected => return connected,
+            }
+        }
+    };
+    let mut server = tokio::select! {
+        connected = connect => match connected {
+            Ok(server) => server,
+            Err(_) => return,
+        },
+        _ = link.wait_for(|link| link.resets != resets) => {
+            reset(&[&client]);
+            return;
+        }
+    };
     // Small requests such as pings must not wait for Nagle's algorithm.
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
     let (client_read, client_write) = client.split();
     let (server_read, server_write) = server.split();
+    let hello = options.legacy_election_hello.then(LegacyHello::default);
     let (to_server_link, to_client_link) = (link.clone(), link.clone());
     let both_ways = async {
         tokio::join!(
-            forward(client_read, server_write, Direction::ToServer, to_server_link),
-            forward(server_read, client_write, Direction::ToClient, to_client_link),
+            forward(client_read, server_write, Direction::ToServer, to_server_link, hello),
+            forward(server_read, client_write, Direction::ToClient, to_client_link, None),
         )
     };
     tokio::select! {
         _ = both_ways => {}
-        _ = link.wait_for(|link| link.resets != resets) => {
-            // A zero linger makes closing send a reset. `set_linger` is deprecated because other
-            // lingers block on close; zero does not (Tokio 1.50 names it `set_zero_linger`).
-            #[allow(deprecated)]
-            for stream in [&client, &server] {
-                let _ = stream.set_linger(Some(Duration::ZERO));
-            }
-        }
+        _ = link.wait_for(|link| link.resets != resets) => reset(&[&client, &server]),
     }
 }
 
-/// Carries one direction of a connection, dropping or delaying chunks as `link` says, until the
-/// reading side closes or the writing side fails.
-async fn forward(mut from: ReadHalf<'_>, mut to: WriteHalf<'_>, direction: Direction, mut link: watch::Receiver<Link>) {
+/// Makes the closing of `streams`, when they are dropped, send a TCP reset.
+fn reset(streams: &[&TcpStream]) {
+    // A zero linger makes closing send a reset. `set_linger` is deprecated because other lingers
+    // block on close; zero does not (Tokio 1.50 names it `set_zero_linger`).
+    #[allow(deprecated)]
+    for stream in streams {
+        let _ = stream.set_linger(Some(Duration::ZERO));
+    }
+}
+
+/// Carries one direction of a connection, holding back or delaying chunks as `link` says, until
+/// the reading side closes or the writing side fails. `hello`, if any, rewrites the start.
+async fn forward(
+    mut from: ReadHalf<'_>,
+    mut to: WriteHalf<'_>,
+    direction: Direction,
+    mut link: watch::Receiver<Link>,
+    mut hello: Option<LegacyHello>,
+) {
     // A delayed chunk waits in this queue, so that reading goes on meanwhile: a delay adds
     // latency without cutting throughput.
     let (queue, mut queued) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
-    let read_link = link.clone();
+    let mut read_link = link.clone();
     let read = async move {
         let mut buf = vec![0; CHUNK];
-        // Ends at end of stream or on error; dropping `queue` then lets the writer finish.
-        while let Ok(n @ 1..) = from.read(&mut buf).await {
-            let current = *read_link.borrow();
-            // Dropped when read, never buffered, like packets lost in a partition.
-            if !current.is_cut(direction) && queue.send((Instant::now() + current.delay, buf[..n].to_vec())).is_err() {
+        loop {
+            // A cut direction reads nothing: its bytes wait in the sockets' buffers, and once
+            // those are full TCP's flow control stops the sender, as in a real partition.
+            if read_link.wait_for(|link| !link.is_cut(direction)).await.is_err() {
                 break;
             }
+            // Ends at end of stream or on error; dropping `queue` then lets the writer finish.
+            let Ok(n @ 1..) = from.read(&mut buf).await else { break };
+            let due = Instant::now() + read_link.borrow().delay;
+            let chunk = match hello.as_mut() {
+                None => buf[..n].to_vec(),
+                Some(rewriting) => {
+                    let (chunk, done) = rewriting.feed(&buf[..n]);
+                    if done {
+                        hello = None;
+                    }
+                    chunk
+                }
+            };
+            if !chunk.is_empty() && queue.send((due, chunk)).is_err() {
+                break;
+            }
+        }
+        if let Some(rest) = hello.map(LegacyHello::finish).filter(|rest| !rest.is_empty()) {
+            let _ = queue.send((Instant::now() + read_link.borrow().delay, rest));
         }
     };
     let write = async move {
         while let Some((due, chunk)) = queued.recv().await {
             tokio::time::sleep_until(due).await;
-            // A cut also loses the chunks still in flight.
-            if link.borrow().is_cut(direction) {
-                continue;
+            // What was read before a cut, or is due during one, waits for the heal, in order.
+            if link.wait_for(|link| !link.is_cut(direction)).await.is_err() {
+                return;
             }
             if to.write_all(&chunk).await.is_err() {
                 return;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
-use super::config::{common_config, secure_config};
+use super::config::{common_config, secure_config, DEFAULT_TICK_TIME};
 use super::java::JavaSetup;
 use super::ports::{free_port, free_ports};
 use super::probe::{
@@ -118,7 +118,7 @@ impl TestingServer {
     }
 
     fn config_text(&self) -> String {
-        let mut text = common_config(&self.data_dir, self.port);
+        let mut text = common_config(&self.data_dir, self.port, DEFAULT_TICK_TIME);
         if let Some((port, tls)) = &self.secure {
             text.push_str(&secure_config(*port, tls));
         }

@@ -2,6 +2,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use zk_lock::testing::{shared_server, Direction, Proxy};
@@ -28,8 +29,15 @@ impl Connection {
 
     /// Neither a request nor a reply arrives, and the connection stays open.
     fn assert_cut_both_ways(&mut self) {
-        assert_dropped(&mut self.client, &mut self.server, b"lost request");
-        assert_dropped(&mut self.server, &mut self.client, b"lost reply");
+        assert_held(&mut self.client, &mut self.server, b"held request ");
+        assert_held(&mut self.server, &mut self.client, b"held reply ");
+    }
+
+    /// What [`assert_cut_both_ways`](Self::assert_cut_both_ways) sent arrives, then new traffic.
+    fn assert_delivered_both_ways(&mut self) {
+        assert_receives(&mut self.server, b"held request ");
+        assert_receives(&mut self.client, b"held reply ");
+        self.assert_open_both_ways();
     }
 }
 
@@ -72,13 +80,18 @@ fn accept(listener: &TcpListener) -> TcpStream {
 /// Sends `bytes` on `from` and checks that exactly they arrive on `to`.
 fn assert_passes(from: &mut TcpStream, to: &mut TcpStream, bytes: &[u8]) {
     from.write_all(bytes).unwrap();
+    assert_receives(to, bytes);
+}
+
+/// Checks that exactly `bytes` arrive next on `to`.
+fn assert_receives(to: &mut TcpStream, bytes: &[u8]) {
     let mut received = vec![0; bytes.len()];
     to.read_exact(&mut received).unwrap();
     assert_eq!(String::from_utf8_lossy(&received), String::from_utf8_lossy(bytes));
 }
 
 /// Sends `bytes` on `from` and checks that nothing arrives on `to`, which stays open.
-fn assert_dropped(from: &mut TcpStream, to: &mut TcpStream, bytes: &[u8]) {
+fn assert_held(from: &mut TcpStream, to: &mut TcpStream, bytes: &[u8]) {
     from.write_all(bytes).unwrap();
     assert_silent(to);
 }
@@ -130,16 +143,74 @@ fn bytes_pass_both_ways() {
 }
 
 #[test]
-fn a_cut_drops_everything_and_keeps_connections_open() {
+fn a_cut_holds_every_byte_until_the_heal_and_keeps_connections_open() {
     let (listener, proxy) = start();
     let mut c = connect(&listener, &proxy);
 
     proxy.cut();
-
     c.assert_cut_both_ways();
-    // A new connection is accepted, but it is as silent as the others.
-    let mut new = connect(&listener, &proxy);
-    new.assert_cut_both_ways();
+    // More bytes during the cut queue up behind the first ones.
+    assert_held(&mut c.client, &mut c.server, b"and more");
+    proxy.heal();
+
+    assert_receives(&mut c.server, b"held request and more");
+    assert_receives(&mut c.client, b"held reply ");
+    c.assert_open_both_ways();
+}
+
+#[test]
+fn a_connection_opened_during_a_cut_reaches_the_server_after_the_heal() {
+    let (listener, proxy) = start();
+    proxy.cut();
+    let mut client = TcpStream::connect(proxy.addr()).unwrap();
+    client.write_all(b"sent while cut ").unwrap();
+
+    listener.set_nonblocking(true).unwrap();
+    let until = Instant::now() + SILENCE;
+    while Instant::now() < until {
+        match listener.accept() {
+            Ok(_) => panic!("the server was reached during the cut"),
+            Err(err) if err.kind() == ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(10)),
+            Err(err) => panic!("cannot accept: {err}"),
+        }
+    }
+    proxy.heal();
+
+    let server = accept(&listener);
+    server.set_read_timeout(Some(DEADLINE)).unwrap();
+    client.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut c = Connection { client, server };
+    assert_receives(&mut c.server, b"sent while cut ");
+    c.assert_open_both_ways();
+}
+
+/// The proxy stops reading a cut direction, so TCP's flow control holds the sender back once the
+/// buffers are full, as a real partition does, instead of the proxy buffering without bound.
+#[test]
+fn a_cut_holds_a_big_transfer_back_at_its_sender_and_delivers_it_whole_after_the_heal() {
+    // Far more than the sockets' buffers can hold (a few MB on Linux loopback).
+    const LEN: u32 = 64_000_000;
+    let (listener, proxy) = start();
+    let mut c = connect(&listener, &proxy);
+    proxy.cut();
+
+    let big: Vec<u8> = (0..LEN).map(|i| (i % 251) as u8).collect();
+    let written = AtomicBool::new(false);
+    let mut received = vec![0; big.len()];
+    std::thread::scope(|scope| {
+        let client = &mut c.client;
+        let (big, written) = (&big, &written);
+        scope.spawn(move || {
+            client.write_all(big).unwrap();
+            written.store(true, Ordering::SeqCst);
+        });
+        assert_silent(&mut c.server);
+        assert!(!written.load(Ordering::SeqCst), "the sender wrote everything during the cut: nothing held it back");
+        proxy.heal();
+        c.server.read_exact(&mut received).unwrap();
+    });
+    assert!(written.load(Ordering::SeqCst));
+    assert!(received == big, "the transfer held by the cut arrived altered");
 }
 
 #[test]
@@ -148,28 +219,53 @@ fn heal_restores_the_connections_open_during_a_cut() {
     let mut c = connect(&listener, &proxy);
     proxy.cut();
     c.assert_cut_both_ways();
-    let mut new = connect(&listener, &proxy);
 
     proxy.heal();
 
-    // Only the new bytes arrive: the dropped ones are gone for good.
-    for c in [&mut c, &mut new] {
-        c.assert_open_both_ways();
-    }
+    c.assert_delivered_both_ways();
+    // And the proxy can be cut and healed again.
+    proxy.cut();
+    c.assert_cut_both_ways();
+    proxy.heal();
+    c.assert_delivered_both_ways();
 }
 
 #[test]
-fn cut_one_way_drops_only_that_direction() {
+fn cut_one_way_holds_only_that_direction() {
     let (listener, proxy) = start();
     let mut c = connect(&listener, &proxy);
 
     proxy.cut_one_way(Direction::ToServer);
-    assert_dropped(&mut c.client, &mut c.server, b"lost request");
+    assert_held(&mut c.client, &mut c.server, b"held request ");
     assert_passes(&mut c.server, &mut c.client, b"reply");
 
+    // Turning the cut around delivers what was held, and holds the other way.
     proxy.cut_one_way(Direction::ToClient);
+    assert_receives(&mut c.server, b"held request ");
     assert_passes(&mut c.client, &mut c.server, b"request");
-    assert_dropped(&mut c.server, &mut c.client, b"lost reply");
+    assert_held(&mut c.server, &mut c.client, b"held reply ");
+
+    proxy.heal();
+    assert_receives(&mut c.client, b"held reply ");
+    c.assert_open_both_ways();
+}
+
+#[test]
+fn a_cut_holds_the_chunks_still_delayed() {
+    let delay = Duration::from_millis(200);
+    let (listener, proxy) = start();
+    let mut c = connect(&listener, &proxy);
+    proxy.delay(delay);
+    c.client.write_all(b"delayed ").unwrap();
+    proxy.cut();
+
+    // SILENCE is past the chunk's due time: the cut held it.
+    assert!(SILENCE > delay);
+    assert_silent(&mut c.server);
+    proxy.heal();
+
+    assert_receives(&mut c.server, b"delayed ");
+    c.assert_open_both_ways();
 }
 
 #[test]
@@ -209,6 +305,22 @@ fn reset_closes_the_current_connections_only() {
 
     assert_eq!(wait_closed(&mut c.client), Some(ErrorKind::ConnectionReset));
     assert_eq!(wait_closed(&mut c.server), Some(ErrorKind::ConnectionReset));
+    let mut new = connect(&listener, &proxy);
+    new.assert_open_both_ways();
+}
+
+#[test]
+fn reset_during_a_cut_closes_the_connections_and_loses_what_was_held() {
+    let (listener, proxy) = start();
+    let mut c = connect(&listener, &proxy);
+    proxy.cut();
+    c.assert_cut_both_ways();
+
+    proxy.reset();
+
+    assert_eq!(wait_closed(&mut c.client), Some(ErrorKind::ConnectionReset));
+    assert_eq!(wait_closed(&mut c.server), Some(ErrorKind::ConnectionReset));
+    proxy.heal();
     let mut new = connect(&listener, &proxy);
     new.assert_open_both_ways();
 }
@@ -269,18 +381,23 @@ async fn next_state(state: &mut zookeeper_client::StateWatcher) -> SessionState 
     }
 }
 
-#[tokio::test]
-async fn a_zookeeper_session_survives_a_cut_shorter_than_its_timeout() {
-    let proxy = Proxy::start(shared_server().addr()).unwrap();
-    // A short session timeout, so that the client notices the cut within a second.
+/// A client connected through `proxy` with this session timeout, and a node path of its own.
+async fn zookeeper_client(proxy: &Proxy, session_timeout: Duration) -> (Client, String) {
     let connect_string = proxy.connect_string();
-    let connecting = Client::connector().with_session_timeout(Duration::from_secs(2)).connect(&connect_string);
+    let connecting = Client::connector().with_session_timeout(session_timeout).connect(&connect_string);
     let client = tokio::time::timeout(DEADLINE, connecting).await.expect("connecting timed out").unwrap();
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    (client, format!("/testing-proxy-{}-{nanos}", std::process::id()))
+}
+
+#[tokio::test]
+async fn a_zookeeper_session_survives_a_cut_that_outlasts_its_connection() {
+    let proxy = Proxy::start(shared_server().addr()).unwrap();
+    // A short session timeout, so that the client gives its connection up within a second.
+    let (client, path) = zookeeper_client(&proxy, Duration::from_secs(2)).await;
     let mut state = client.state_watcher();
     // `client.session_id()` never changes, but its ephemeral node shows that the server still
     // has the same session.
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    let path = format!("/testing-proxy-{}-{nanos}", std::process::id());
     client.create(&path, b"", &CreateMode::Ephemeral.with_acls(Acls::anyone_all())).await.unwrap();
 
     proxy.cut();
@@ -290,4 +407,45 @@ async fn a_zookeeper_session_survives_a_cut_shorter_than_its_timeout() {
 
     let stat = client.check_stat(&path).await.unwrap().expect("the session's ephemeral node is gone");
     assert_eq!(stat.ephemeral_owner, client.session_id().0);
+}
+
+/// A cut shorter than the client's patience is only a pause: the request sent during it waits
+/// at the proxy, reaches the server after the heal and is answered on the same connection.
+#[tokio::test]
+async fn a_request_sent_during_a_short_cut_is_answered_after_the_heal() {
+    const CUT: Duration = Duration::from_secs(1);
+    let proxy = Proxy::start(shared_server().addr()).unwrap();
+    // The client gives a silent connection up after 2/5 of this: 4 s, well past the cut.
+    let (client, path) = zookeeper_client(&proxy, Duration::from_secs(10)).await;
+    let observer = Client::connect(&shared_server().connect_string()).await.unwrap();
+    let mut state = client.state_watcher();
+
+    proxy.cut();
+    let cut_at = Instant::now();
+    let create = tokio::spawn({
+        let (client, path) = (client.clone(), path.clone());
+        async move {
+            let outcome = client.create(&path, b"", &CreateMode::Persistent.with_acls(Acls::anyone_all())).await;
+            (outcome.map(drop), Instant::now())
+        }
+    });
+    // The scenario: a cut of this long.
+    tokio::time::sleep(CUT).await;
+    assert!(!create.is_finished(), "answered during the cut");
+    assert_eq!(observer.check_stat(&path).await.unwrap(), None, "the request reached the server during the cut");
+    proxy.heal();
+    let healed_at = Instant::now();
+
+    let (outcome, answered_at) =
+        tokio::time::timeout(DEADLINE, create).await.expect("no answer after the heal").unwrap();
+    outcome.expect("the request sent during the cut succeeds");
+    assert!(answered_at >= healed_at, "answered before the heal");
+    eprintln!(
+        "a request sent during a {CUT:?} cut was answered {:?} after the heal",
+        answered_at.duration_since(healed_at)
+    );
+    assert!(cut_at.elapsed() < Duration::from_secs(4), "the scenario outlasted the client's connection timeout");
+    let changed = tokio::time::timeout(Duration::ZERO, state.changed()).await;
+    assert!(changed.is_err(), "the client's connection state changed meanwhile: {changed:?}");
+    assert!(observer.check_stat(&path).await.unwrap().is_some());
 }

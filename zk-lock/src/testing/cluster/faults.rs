@@ -1,4 +1,5 @@
-//! Faults injected into a [`TestingCluster`]: killing, stopping and restarting its servers.
+//! Faults injected into a [`TestingCluster`]'s processes: killing, stopping, pausing and
+//! restarting its servers. The faults of the network between them are in `links`.
 
 use super::TestingCluster;
 use crate::testing::probe::{self, REBIND_ATTEMPTS, REBIND_PAUSE, STOP_GRACE};
@@ -44,6 +45,49 @@ impl TestingCluster {
         }
         processes[i] = None;
         Ok(())
+    }
+
+    /// Freezes server `i` with `SIGSTOP`, as a long garbage collection or a frozen VM would: its
+    /// sockets stay open and its JVM answers nothing (clients, the other servers,
+    /// [`four_letter`](Self::four_letter)) until [`resume`](Self::resume). Meanwhile
+    /// [`leader`](Self::leader) and [`wait_for_leader`](Self::wait_for_leader) leave it out, and
+    /// [`pid`](Self::pid) still gives its pid. [`stop`](Self::stop), [`kill`](Self::kill),
+    /// [`restart`](Self::restart) and dropping the cluster end it as they would a running one.
+    ///
+    /// Does nothing if it is not running.
+    ///
+    /// # Errors
+    ///
+    /// [`TestingError::Io`] when the process cannot be signalled.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `i >= self.len()`.
+    pub fn pause(&self, i: usize) -> Result<()> {
+        match self.lock()[i].as_mut() {
+            Some(process) => process.pause(),
+            None => Ok(()),
+        }
+    }
+
+    /// Lets a [paused](Self::pause) server `i` run again (`SIGCONT`). It finds out for itself
+    /// what happened meanwhile: a leader that lost its quorum, or a follower its leader, stops
+    /// serving and joins the ensemble again.
+    ///
+    /// Does nothing if it is not running.
+    ///
+    /// # Errors
+    ///
+    /// [`TestingError::Io`] when the process cannot be signalled.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `i >= self.len()`.
+    pub fn resume(&self, i: usize) -> Result<()> {
+        match self.lock()[i].as_mut() {
+            Some(process) => process.resume(),
+            None => Ok(()),
+        }
     }
 
     /// Starts server `i` again on the same ports and data, and waits until it has rejoined

@@ -6,9 +6,15 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+mod builder;
 mod faults;
+mod links;
+
+pub use builder::ClusterBuilder;
+use builder::Timing;
+use links::Links;
 
 use super::config::common_config;
 use super::four_letter::{four_letter_word, four_letter_word_within};
@@ -55,12 +61,30 @@ impl Member {
 /// index panic if it is out of range, like slice indexing. All methods take `&self` and block
 /// until done.
 ///
-/// Dropping the cluster kills every server and deletes the directories.
+/// Faults, in any combination:
+///
+/// * the servers' processes: [`kill`](Self::kill), [`stop`](Self::stop),
+///   [`restart`](Self::restart), [`pause`](Self::pause) and [`resume`](Self::resume);
+/// * the network between servers: each server reaches each other one through [`Proxy`]s of the
+///   kit (one for the quorum port, one for the election port, per ordered pair), which tests
+///   [`cut`](Self::cut), [`cut_one_way`](Self::cut_one_way), [`delay`](Self::delay),
+///   [`heal`](Self::heal) or use to [`isolate`](Self::isolate) a server. Clients connect to the
+///   servers directly, so an isolated server still hears its clients. The proxies keep their
+///   faults across restarts of the servers.
+///
+/// [`TestingCluster::builder`] chooses the servers' `tickTime` and `syncLimit`, which say when a
+/// partitioned server gives up its leader or followers.
+///
+/// Dropping the cluster kills every server (paused ones too) and deletes the directories.
+///
+/// [`Proxy`]: super::Proxy
 #[derive(Debug)]
 pub struct TestingCluster {
     dir: PathBuf,
     setup: JavaSetup,
+    timing: Timing,
     members: Vec<Member>,
+    links: Links,
     /// One slot per member; `None` while it is stopped. A single lock keeps whole-cluster
     /// operations from interleaving with single-member ones.
     processes: Mutex<Vec<Option<JvmProcess>>>,
@@ -78,16 +102,27 @@ impl TestingCluster {
     /// As [`TestingServer::start`](super::TestingServer::start); the log quoted is that of the
     /// first server that did not come up.
     ///
+    /// The servers tick every 500 ms with a `syncLimit` of 5 ticks; [`builder`](Self::builder)
+    /// chooses others.
+    ///
     /// # Panics
     ///
     /// Panics if `n` is zero.
     pub fn start(n: usize) -> Result<TestingCluster> {
-        assert!(n > 0, "a zookeeper cluster needs at least one server");
+        Self::builder().servers(n).start()
+    }
+
+    /// Chooses the size and the timing of a cluster before starting it.
+    pub fn builder() -> ClusterBuilder {
+        ClusterBuilder::default()
+    }
+
+    fn start_with(n: usize, timing: Timing) -> Result<TestingCluster> {
         let setup = JavaSetup::detect()?;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let cluster = TestingCluster::prepare(setup.clone(), n)?;
+            let cluster = TestingCluster::prepare(setup.clone(), n, timing)?;
             let launched = {
                 let mut processes = cluster.lock();
                 cluster.launch_all(&mut processes, false)
@@ -101,11 +136,13 @@ impl TestingCluster {
         }
     }
 
-    /// Creates the directories and configurations of `n` servers on free ports.
-    fn prepare(setup: JavaSetup, n: usize) -> Result<TestingCluster> {
+    /// Creates the directories and configurations of `n` servers on free ports, and the proxies
+    /// between them.
+    fn prepare(setup: JavaSetup, n: usize, timing: Timing) -> Result<TestingCluster> {
         let ports = free_ports(3 * n)?;
+        let links = Links::start(&ports.chunks_exact(3).map(|ports| (ports[1], ports[2])).collect::<Vec<_>>())?;
         let dir = tempdir::create("cluster")?;
-        let members = ports
+        let members: Vec<Member> = ports
             .chunks_exact(3)
             .enumerate()
             .map(|(index, ports)| {
@@ -123,21 +160,43 @@ impl TestingCluster {
             })
             .collect();
         // From here on, dropping `cluster` deletes the directory.
-        let cluster = TestingCluster { dir, setup, members, processes: Mutex::new((0..n).map(|_| None).collect()) };
-        let servers = cluster.members.iter().fold(String::new(), |mut lines, member| {
-            let _ = writeln!(lines, "server.{}=127.0.0.1:{}:{}", member.id, member.quorum_port, member.election_port);
-            lines
-        });
-        for member in &cluster.members {
+        let cluster = TestingCluster {
+            dir,
+            setup,
+            timing,
+            members,
+            links,
+            processes: Mutex::new((0..n).map(|_| None).collect()),
+        };
+        for (index, member) in cluster.members.iter().enumerate() {
             let write = |path: &Path, text: &str| {
                 std::fs::write(path, text).map_err(|err| TestingError::io(format!("write {}", path.display()), err))
             };
             std::fs::create_dir_all(&member.data_dir)
                 .map_err(|err| TestingError::io(format!("create {}", member.data_dir.display()), err))?;
             write(&member.data_dir.join("myid"), &format!("{}\n", member.id))?;
-            write(&member.config, &member_config(member, &servers))?;
+            write(&member.config, &cluster.member_config(index))?;
         }
         Ok(cluster)
+    }
+
+    /// The `zoo.cfg` of member `index`: its own ports, and the proxies it reaches the others
+    /// through.
+    fn member_config(&self, index: usize) -> String {
+        let member = &self.members[index];
+        let mut text = common_config(&member.data_dir, member.client_port, self.timing.tick_time);
+        let _ = writeln!(text, "initLimit={}", self.timing.init_limit());
+        let _ = writeln!(text, "syncLimit={}", self.timing.sync_limit);
+        text.push_str("reconfigEnabled=false\nstandaloneEnabled=false\n");
+        for (other_index, other) in self.members.iter().enumerate() {
+            let (quorum, election) = if other_index == index {
+                (other.quorum_port, other.election_port)
+            } else {
+                self.links.ports(index, other_index)
+            };
+            let _ = writeln!(text, "server.{}=127.0.0.1:{quorum}:{election}", other.id);
+        }
+        text
     }
 
     fn lock(&self) -> MutexGuard<'_, Vec<Option<JvmProcess>>> {
@@ -213,6 +272,10 @@ impl TestingCluster {
                         },
                     });
                 }
+                // A paused member answers nothing; it is waited for once resumed.
+                if process.is_paused() {
+                    continue;
+                }
                 match probe::serving_mode(member.addr(), &member.data_dir) {
                     Ok(mode) if mode == "leader" => leaders.push(index),
                     Ok(mode) if mode == "follower" => {}
@@ -269,12 +332,26 @@ impl TestingCluster {
         self.members.len()
     }
 
+    /// The servers' `tickTime`: 500 ms unless chosen with [`ClusterBuilder::tick_time`].
+    pub fn tick_time(&self) -> Duration {
+        self.timing.tick_time
+    }
+
+    /// The servers' `syncLimit`, in ticks: 5 unless chosen with
+    /// [`ClusterBuilder::sync_limit`]. A follower or leader cut off from the others stops
+    /// serving after about `tick_time() * sync_limit()`.
+    pub fn sync_limit(&self) -> u32 {
+        self.timing.sync_limit
+    }
+
     /// Always `false`: a cluster has at least one server.
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
     }
 
-    /// The index of the server that currently leads, asked with `srvr`.
+    /// The index of the server that currently leads, asked with `srvr`; the first one if a
+    /// server cut off from the others still believes it leads. [Paused](Self::pause) servers
+    /// are not asked.
     ///
     /// `None` during an election or without a quorum.
     pub fn leader(&self) -> Option<usize> {
@@ -284,14 +361,15 @@ impl TestingCluster {
 
     fn current_leader(&self, processes: &[Option<JvmProcess>]) -> Option<usize> {
         (0..self.members.len()).find(|&index| {
-            processes[index].is_some()
+            answers(&processes[index])
                 && four_letter_word_within(self.members[index].addr(), "srvr", PROBE_TIMEOUT)
                     .is_ok_and(|srvr| probe::srvr_mode(&srvr) == Some("leader"))
         })
     }
 
     /// The index of the running server that the client of session `session_id` is connected to,
-    /// asked with `cons`; `None` while it is connected to none (e.g. reconnecting).
+    /// asked with `cons`; `None` while it is connected to none (e.g. reconnecting). Paused
+    /// servers are not asked.
     ///
     /// Use it to kill the very server a client talks to, so that its requests in flight lose
     /// their replies.
@@ -301,7 +379,7 @@ impl TestingCluster {
         let sid = format!("sid={session_id:#x}");
         let processes = self.lock();
         (0..self.members.len()).find(|&index| {
-            processes[index].is_some()
+            answers(&processes[index])
                 && four_letter_word_within(self.members[index].addr(), "cons", PROBE_TIMEOUT).is_ok_and(|cons| {
                     cons.match_indices(&sid)
                         .any(|(at, _)| matches!(cons[at + sid.len()..].chars().next(), Some(',' | ')')))
@@ -311,7 +389,8 @@ impl TestingCluster {
 
     /// Waits until every running server is leader or follower, with exactly one leader, as after
     /// [`start`](Self::start); returns the leader's index. Use it after killing servers, to
-    /// wait for the election.
+    /// wait for the election. [Paused](Self::pause) servers are not waited for; a server cut
+    /// off from the others is, so heal it first.
     ///
     /// # Errors
     ///
@@ -349,7 +428,7 @@ impl TestingCluster {
         super::server_counters(self.members[i].addr())
     }
 
-    /// The pid of server `i`'s JVM while it runs.
+    /// The pid of server `i`'s JVM while it runs, [paused](Self::pause) or not.
     ///
     /// # Panics
     ///
@@ -387,15 +466,16 @@ impl TestingCluster {
     }
 }
 
-fn member_config(member: &Member, servers: &str) -> String {
-    let common = common_config(&member.data_dir, member.client_port);
-    format!("{common}initLimit=10\nsyncLimit=5\nreconfigEnabled=false\nstandaloneEnabled=false\n{servers}")
+/// Whether the server in `slot` runs and is not paused: it can answer.
+fn answers(slot: &Option<JvmProcess>) -> bool {
+    slot.as_ref().is_some_and(|process| !process.is_paused())
 }
 
 impl Drop for TestingCluster {
     fn drop(&mut self) {
         let processes = self.processes.get_mut().unwrap_or_else(PoisonError::into_inner);
-        // Dropping a process kills it; all are signalled before any is waited for.
+        // Dropping a process kills it; all are signalled before any is waited for. `SIGKILL`
+        // ends paused processes too.
         for process in processes.iter_mut().flatten() {
             let _ = process.request_kill();
         }
