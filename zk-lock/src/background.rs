@@ -37,6 +37,23 @@ where
     }
 }
 
+/// Lets a zookeeper-client watch (a future awaiting a `OneshotWatcher`) fire in the background,
+/// rather than drop it, which would cost a request to remove it from the server: on the caller's
+/// runtime, which runs the watch's session I/O (a session is the runtime's that uses it), so that
+/// it is never polled after that I/O ended, when zookeeper-client panics in it (its `recv`
+/// unwraps the cancelled channel). Outside any runtime it is dropped. Never on the background
+/// runtime, which outlives every other.
+pub(crate) fn let_watch_fire<F>(watch: F)
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    if let Ok(runtime) = Handle::try_current() {
+        // A runtime that is shutting down drops the task without polling it.
+        drop(runtime.spawn(watch));
+    }
+}
+
 /// Runs `future` on the background runtime.
 pub(crate) fn spawn<F>(future: F) -> JoinHandle<F::Output>
 where

@@ -287,7 +287,7 @@ impl<'a, L: LeaseLimit> LeaseAttempt<'a, L> {
                 if let Some(watch) = watch {
                     // Dropping a pending watch costs a request to remove it; it fires on the next
                     // change of `P/leases` (at the latest our own release) and ends quietly.
-                    background::spawn(watch);
+                    background::let_watch_fire(watch);
                 }
                 return Ok(());
             }

@@ -84,10 +84,10 @@ pub(super) async fn until_full(
             fired = &mut changed => {
                 // Left to fire: removing a watch costs a request.
                 let (_, unfired) = fired.factor_first();
-                background::spawn(unfired.into_inner());
+                background::let_watch_fire(unfired.into_inner());
             }
             () = limit.changed() => {
-                background::spawn(changed);
+                background::let_watch_fire(changed);
             }
         }
     }

@@ -115,14 +115,14 @@ impl Drop for OwnNodeWatch {
     fn drop(&mut self) {
         match std::mem::replace(&mut self.stage, Stage::Unset) {
             Stage::Sent(reply) => {
-                background::spawn(async move {
+                background::let_watch_fire(async move {
                     if let Ok((_, _, watcher)) = reply.await {
                         watcher.changed().await;
                     }
                 });
             }
             Stage::Set(event) => {
-                background::spawn(event);
+                background::let_watch_fire(event);
             }
             Stage::Unset => {}
         }
