@@ -11,6 +11,8 @@
 //! printed), the old holder's late fenced write is refused, no node of the holder is left once
 //! the links heal, and the lock can be taken again at once.
 //!
+//! `curator` measures what Apache Curator 5.4 tells its holder in the isolated-follower case.
+//!
 //! A binary of its own: each test runs its own ensemble and faults it, and they run one at a time
 //! (three JVMs each on a 2-core machine; the margins are timings).
 
@@ -23,6 +25,9 @@ use tokio::time::Instant;
 use zk_lock::testing::{audit, wait_for_children, TestingCluster};
 use zk_lock::{Client, LostReason, Mutex, MutexGuard, RwLock, Semaphore, SemaphorePermit, WriteGuard};
 use zookeeper_client::{Acls, CreateMode};
+
+#[path = "server_partitions/curator.rs"]
+mod curator;
 
 /// The servers' tick: 500 ms, ZooKeeper's sample `syncLimit` of 5 ticks made 8 so that the gap
 /// between a session timeout below it and one above it is wide.
