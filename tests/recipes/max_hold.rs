@@ -121,8 +121,8 @@ async fn stuck_then_write(id: u32, history: &History, store: &FencedStore, block
 /// The holder's runtime is stuck: its `current_thread` runtime's thread sleeps inside the body,
 /// and the holder's session runs on that runtime. The library's own thread still ends the hold
 /// at the limit: another client is granted then, long before the holder wakes; the holder's
-/// late write is refused by the fenced store; the history is clean (the late holder's grant
-/// ends lost).
+/// late write is refused by the fenced store, and its call returns `Lost`; the history is clean
+/// (the late holder's grant ends lost).
 #[tokio::test]
 async fn a_holder_whose_runtime_is_stuck_is_ended_at_its_max_hold_and_its_late_write_refused() {
     let blocked = Duration::from_secs(4);
@@ -162,7 +162,13 @@ async fn a_holder_whose_runtime_is_stuck_is_ended_at_its_max_hold_and_its_late_w
     next.release().await.unwrap();
 
     let late = holder.join().unwrap();
-    assert!(matches!(late, Ok(false)), "the late holder's write is refused by fencing: {late:?}");
+    // Its body finished after the library took the lock away: the call says so (it said `Ok`
+    // until issue 34), and its late write was refused by fencing.
+    assert!(
+        matches!(&late, Err(Error::Lost { reason: LostReason::MaxHoldReached { .. }, .. })),
+        "the late holder's call: {late:?}"
+    );
+    assert_eq!(store.0.lock().unwrap().get(path), Some(&next_token), "the late holder's write is refused");
     drop(recording);
     let report = history.check();
     assert!(report.is_clean(), "{report}");

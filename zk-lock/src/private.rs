@@ -319,8 +319,10 @@ impl AnnotatedGuard for MultiGuard {
 
 /// `on_lost = "abort"`: runs `body`, nested inside the holder, until it finishes or the lock is
 /// lost, whichever is first.
-/// On a loss the body is dropped, mid-flight, and the result is [`Error::Lost`]; when both
-/// happen at once the finished body wins.
+/// On a loss the body is dropped, mid-flight, and the result is [`Error::Lost`]. A body that
+/// finishes after its lock was lost (it blocked its thread past a `max_hold`, or the loss came
+/// during its last poll) also gives [`Error::Lost`], and its output is dropped: the caller is never
+/// told `Ok` for work that ran without the lock.
 ///
 /// # Errors
 ///
@@ -335,10 +337,14 @@ pub fn abort_on_lost<G: AnnotatedGuard, F: Future>(
         let mut body = pin!(body);
         let mut lost = pin!(lost);
         std::future::poll_fn(move |cx| {
-            if let Poll::Ready(output) = body.as_mut().poll(cx) {
-                return Poll::Ready(Ok(output));
+            let finished = body.as_mut().poll(cx);
+            // Asked after the body, so that a loss it never awaited (its thread blocked, or the
+            // loss landed during this poll) is seen too.
+            match (finished, lost.as_mut().poll(cx)) {
+                (_, Poll::Ready(lost)) => Poll::Ready(Err(lost)),
+                (Poll::Ready(output), Poll::Pending) => Poll::Ready(Ok(output)),
+                (Poll::Pending, Poll::Pending) => Poll::Pending,
             }
-            lost.as_mut().poll(cx).map(Err)
         })
         .await
     }
