@@ -3,10 +3,10 @@
 use std::time::Duration;
 
 use zk_lock::testing::{children, wait_for_children};
-use zk_lock::{Error, MultiLock, MultiMember, Mutex, RwLock};
+use zk_lock::{Client, Error, MultiLock, MultiMember, Mutex, RwLock};
 
 use crate::scenarios;
-use crate::support::new_client;
+use crate::support::{new_client, server, PATIENCE};
 
 const PATH: &str = "/it-multi";
 
@@ -93,4 +93,84 @@ async fn read_and_write_members_of_one_path_downgrade_instead_of_deadlocking() {
     assert!(nodes[1].contains("__WRIT__") && nodes[2].contains("__READ__"), "write first, then read: {nodes:?}");
     guard.release().await.unwrap();
     assert!(children(&client, &shared).await.unwrap().is_empty());
+}
+
+/// All or nothing while the members are awaited (issue 34): a member taken first is not lost to
+/// its `max_hold` while a later one is awaited, since a multi-lock's limit counts from the whole
+/// grant. Before, `/a` reached its limit while `/b` was awaited, a third client was granted it,
+/// and `lock()` still returned `Ok` with `/a` lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_hold_counts_from_the_whole_grant() {
+    const LIMIT: Duration = Duration::from_millis(500);
+    let (a, b) = (format!("{PATH}/whole-grant/a"), format!("{PATH}/whole-grant/b"));
+    let (client_a, client_b, client_c) = (new_client().await, new_client().await, new_client().await);
+    let b_held = Mutex::with_client(&client_b, &b).lock().await.unwrap();
+    let both = {
+        let lock = MultiLock::with_client(&client_a, [a.clone(), b.clone()]).with_max_hold(LIMIT);
+        tokio::spawn(async move { lock.lock().await })
+    };
+    // A holds /a and waits behind B for /b; C waits for /a.
+    wait_for_children(&client_c, &b, |c| c.len() == 2).await.unwrap();
+    let c_waits = {
+        let (client_c, a) = (client_c.clone(), a.clone());
+        tokio::spawn(
+            async move { Mutex::with_client(&client_c, &a).lock().await.map(|g| (tokio::time::Instant::now(), g)) },
+        )
+    };
+    wait_for_children(&client_c, &a, |c| c.len() == 2).await.unwrap();
+    // Longer than the limit: /a must still be A's.
+    tokio::time::sleep(LIMIT * 3).await;
+    assert!(!c_waits.is_finished(), "C was granted /a while A waited for /b");
+    b_held.release().await.unwrap();
+
+    let both = both.await.unwrap().expect("A is granted both");
+    let granted = tokio::time::Instant::now();
+    assert!(both.is_held(), "every member is held when lock() returns");
+    // The limit runs from the whole grant: then C gets /a.
+    let (c_at, c_guard) = c_waits.await.unwrap().expect("C is granted /a at A's limit");
+    assert!(!both.is_held());
+    assert!(c_at - granted >= LIMIT - Duration::from_millis(50), "C was granted {:?} after A's grant", c_at - granted);
+    c_guard.release().await.unwrap();
+    drop(both);
+}
+
+/// A member lost while the others are awaited (its node deleted by someone, which the hold's
+/// watch reports) voids the grant: the members are taken again, and `lock()` returns only with
+/// every one held. Before, it returned `Ok` with `/a` lost.
+#[tokio::test]
+async fn a_member_lost_while_the_others_are_awaited_is_taken_again() {
+    let (a, b) = (format!("{PATH}/lost-member/a"), format!("{PATH}/lost-member/b"));
+    // A short session timeout: a hold is watched once it lasted T/9.
+    let client_a = Client::builder(server().connect_string()).session_timeout(Duration::from_secs(2)).connect().await;
+    let (client_a, client_b, operator) = (client_a.unwrap(), new_client().await, new_client().await);
+    let b_held = Mutex::with_client(&client_b, &b).lock().await.unwrap();
+    let both = {
+        let lock = MultiLock::with_client(&client_a, [a.clone(), b.clone()]);
+        tokio::spawn(async move { lock.lock().await })
+    };
+    wait_for_children(&operator, &b, |c| c.len() == 2).await.unwrap();
+    let first = wait_for_children(&operator, &a, |c| c.len() == 1).await.unwrap();
+    let node = format!("{a}/{}", first[0]);
+    // Deleted once A's hold of /a is watched, so that A is told at once; /b is released once
+    // the server has fired that watch (A's session hears of the deletion before the release).
+    until_watched(&node, true).await;
+    operator.zookeeper().delete(&node, None).await.unwrap();
+    until_watched(&node, false).await;
+    b_held.release().await.unwrap();
+
+    let both = both.await.unwrap().expect("A is granted both");
+    assert!(both.is_held(), "every member is held when lock() returns");
+    let now_on_a = children(&operator, &a).await.unwrap();
+    assert_eq!(now_on_a.len(), 1, "{now_on_a:?}");
+    assert_ne!(now_on_a[0], first[0], "/a was taken again, with a new node");
+    both.release().await.unwrap();
+}
+
+/// Waits until the shared server has (or no longer has) a watch on `node` (`wchp`).
+async fn until_watched(node: &str, watched: bool) {
+    let since = tokio::time::Instant::now();
+    while server().four_letter("wchp").expect("wchp").lines().any(|line| line.trim() == node) != watched {
+        assert!(since.elapsed() < PATIENCE, "`{node}` watched: never {watched}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }

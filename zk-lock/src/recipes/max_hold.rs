@@ -37,8 +37,46 @@ pub(super) fn check(path: &str, limit: Option<Duration>) -> Result<()> {
     }
 }
 
+/// A limit whose clock has not started: a member of a multi-lock waits for the whole grant.
+pub(super) struct Deferred {
+    client: Client,
+    hold: Arc<HeldNode>,
+    limit: Duration,
+}
+
+impl Deferred {
+    /// Starts the limit's clock now.
+    pub(super) fn start(self) {
+        enforce(&self.client, &self.hold, self.limit);
+    }
+}
+
+/// The limits deferred by [`deferring`].
+pub(super) type DeferredLimits = Arc<std::sync::Mutex<Vec<Deferred>>>;
+
+tokio::task_local! {
+    /// Set while a multi-lock takes its members.
+    static DEFERRED: DeferredLimits;
+}
+
+/// Runs `acquire` with the limits of the holds it makes put in `limits` instead of started.
+pub(super) async fn deferring<F: std::future::Future>(limits: DeferredLimits, acquire: F) -> F::Output {
+    DEFERRED.scope(limits, acquire).await
+}
+
+/// Ends `hold` when it has lasted `limit`, counted from now, or from when [`deferring`] says.
+pub(super) fn enforce_or_defer(client: &Client, hold: &Arc<HeldNode>, limit: Duration) {
+    let deferred = DEFERRED.try_with(|limits| {
+        let mut limits = limits.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        limits.push(Deferred { client: client.clone(), hold: hold.clone(), limit });
+    });
+    if deferred.is_err() {
+        enforce(client, hold, limit);
+    }
+}
+
 /// Ends `hold` when it has lasted `limit`, unless it is let go first.
-pub(super) fn enforce(client: &Client, hold: &Arc<HeldNode>, limit: Duration) {
+fn enforce(client: &Client, hold: &Arc<HeldNode>, limit: Duration) {
     let deadline = Instant::now() + limit;
     let (client, status, node) = (client.clone(), hold.status().clone(), hold.node_path().clone());
     background::spawn(async move {

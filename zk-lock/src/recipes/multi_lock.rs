@@ -2,11 +2,12 @@
 
 use std::future::Future;
 use std::panic::Location;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::max_hold;
 use super::mutex::Mutex;
 use super::patience::Patience;
 use super::rwlock::RwLock;
@@ -113,8 +114,8 @@ impl MultiLock {
         Self { members }
     }
 
-    /// Limits how long each of its locks may be held: see [`Mutex::with_max_hold`]. The locks
-    /// are taken one after another, so each reaches the limit counted from its own grant.
+    /// Limits how long its locks may be held: see [`Mutex::with_max_hold`]. The limit counts from
+    /// the whole grant, when the last lock was taken, for every lock.
     #[must_use]
     pub fn with_max_hold(mut self, limit: std::time::Duration) -> Self {
         self.members = self.members.into_iter().map(|member| member.with_max_hold(limit)).collect();
@@ -183,6 +184,34 @@ impl MultiLock {
     async fn acquire_members(&self, patience: Patience) -> Result<MultiGuard> {
         let started = Instant::now();
         let patience_left = patience.shared_by_steps();
+        loop {
+            let limits = max_hold::DeferredLimits::default();
+            let taken = max_hold::deferring(limits.clone(), self.take_members(&patience_left)).await;
+            let taken = taken.map_err(|error| match error {
+                Error::Timeout { path, .. } => Error::Timeout { path, waited: started.elapsed() },
+                other => other,
+            })?;
+            // All or nothing: a member lost while the others were awaited (its session, its node
+            // deleted) makes the grant void; the members are released and taken again.
+            match taken.first_lost() {
+                None => {
+                    // A multi-lock's max_hold counts from the whole grant.
+                    let limits = std::mem::take(&mut *limits.lock().unwrap_or_else(PoisonError::into_inner));
+                    limits.into_iter().for_each(max_hold::Deferred::start);
+                    return Ok(taken);
+                }
+                Some((path, reason)) => {
+                    taken.release().await.ok();
+                    if !patience.may_wait() {
+                        return Err(Error::Lost { path, reason });
+                    }
+                }
+            }
+        }
+    }
+
+    /// One pass over the members, in order; on an error the members taken are released.
+    async fn take_members(&self, patience_left: &impl Fn() -> Patience) -> Result<MultiGuard> {
         // Dropping the guard on an early return releases what was taken, in reverse order.
         let mut taken = MultiGuard { members: Vec::with_capacity(self.members.len()), loans: Vec::new() };
         for member in &self.members {
@@ -196,10 +225,7 @@ impl MultiLock {
                 }
                 Err(error) => {
                     taken.release().await.ok();
-                    return Err(match error {
-                        Error::Timeout { path, .. } => Error::Timeout { path, waited: started.elapsed() },
-                        other => other,
-                    });
+                    return Err(error);
                 }
             }
         }
@@ -242,6 +268,14 @@ impl MultiGuard {
     /// The holds, in the order they were taken.
     pub(crate) fn holds(&self) -> impl Iterator<Item = &Arc<HeldNode>> {
         self.members.iter().map(|member| &member.hold)
+    }
+
+    /// The first lock already lost, with why.
+    fn first_lost(&self) -> Option<(String, LostReason)> {
+        self.holds().find_map(|hold| {
+            let reason = hold.lost_reason().or_else(|| (!hold.is_held()).then_some(LostReason::ConnectionLost))?;
+            Some((hold.path().to_owned(), reason))
+        })
     }
 
     /// Releases every lock, in reverse order, and waits until ZooKeeper confirmed each delete.

@@ -136,7 +136,7 @@ impl LockTarget {
         let hold = HeldNode::new(client.id(), recipe, &self.path, self.template(), granted, order, self.max_hold);
         grant_log::granted(recipe, hold.path(), hold.node_path(), hold.token, what);
         if let Some(limit) = self.max_hold {
-            max_hold::enforce(client, &hold, limit);
+            max_hold::enforce_or_defer(client, &hold, limit);
         }
         hold
     }
