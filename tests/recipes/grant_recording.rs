@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex as StdMutex};
 use futures::stream::{self, StreamExt};
 use tokio::sync::Notify;
 use zk_lock::testing::{Grant, GrantKind, History, Outcome};
-use zk_lock::{zk_lock, Client, Error, LostReason, Mutex, RwLock, Semaphore};
+use zk_lock::{zk_lock, Client, Error, LostReason, Mutex, RwLock, Semaphore, SharedCount};
 
 use crate::support::{new_client, server, PATIENCE};
 
@@ -154,4 +154,62 @@ async fn a_recording_knows_losses_downgrades_reentries_and_leases() {
     assert_eq!(pool.len(), 2);
     assert!(pool.iter().all(|grant| grant.kind == GrantKind::Semaphore { leases: 3 }), "{pool:#?}");
     assert_eq!(grants.len(), 1 + 1 + 2 + 2, "nothing outside the prefix or after the recording: {grants:#?}");
+}
+
+/// Issue 34 (7): a `SharedCount` semaphore whose count changes between two cycles, then while a
+/// request waits, is one recipe with the count each lease was granted under; its history is
+/// clean (it was "granted by recipes that cannot share a path (semaphore:2, semaphore:3)").
+#[tokio::test]
+async fn a_semaphore_whose_shared_count_changes_is_recorded_and_checked_as_one() {
+    let (client, other) = (new_client().await, new_client().await);
+    let history = Arc::new(History::new());
+    let prefix = format!("{PREFIX}/shared-count");
+    let path = format!("{prefix}/pool");
+    let count_path = format!("{prefix}-count");
+    let recording = history.record_grants_under(&prefix);
+    let admin = SharedCount::with_client(&client, &count_path, 2);
+    admin.start().await.unwrap();
+    let semaphore = |client: &Client| {
+        Semaphore::with_client_and_count(client, &path, SharedCount::with_client(client, &count_path, 2))
+    };
+
+    // Two cycles one after the other: two leases under a count of 2, three under 3.
+    for n in [2, 3] {
+        admin.set(n).await.unwrap();
+        let counted = semaphore(&client);
+        let permits = counted.acquire_many(n.unsigned_abs()).await.unwrap();
+        for permit in permits {
+            permit.release().await.unwrap();
+        }
+    }
+
+    // Lowered to 1 with a lease out; a request waits, and is granted when the count rises.
+    admin.set(1).await.unwrap();
+    let held = semaphore(&client).acquire().await.unwrap();
+    let waiter = {
+        let counted = semaphore(&other);
+        tokio::spawn(async move { counted.acquire().await })
+    };
+    zk_lock::testing::wait_for_children(&client, &format!("{path}/leases"), |c| c.len() == 2).await.unwrap();
+    assert!(!waiter.is_finished(), "2 leases exceed a count of 1");
+    admin.set(2).await.unwrap();
+    let second = tokio::time::timeout(PATIENCE, waiter).await.expect("woken by the count").unwrap().unwrap();
+    assert!(held.is_held() && second.is_held());
+    held.release().await.unwrap();
+    second.release().await.unwrap();
+    drop(recording);
+
+    let report = history.check();
+    assert!(report.is_clean(), "{report}");
+    let counts: Vec<u32> = history
+        .grants()
+        .iter()
+        .map(|grant| match grant.kind {
+            GrantKind::Semaphore { leases } => leases,
+            other => panic!("{other}"),
+        })
+        .collect();
+    assert_eq!(counts.len(), 2 + 3 + 2, "{counts:?}");
+    assert_eq!(counts.iter().filter(|&&leases| leases == 2).count(), 2 + 1, "{counts:?}");
+    assert_eq!(counts.iter().filter(|&&leases| leases == 3).count(), 3, "{counts:?}");
 }

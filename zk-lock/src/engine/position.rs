@@ -21,10 +21,14 @@ pub struct QueuePosition {
     pub path: String,
     /// Its place in line, the holder being 1st: `2` is next.
     pub place: usize,
-    /// How many nodes ahead it waits for (the holder included): `place - 1`.
+    /// How many nodes must go before it is granted (the holder included): `place - 1`. By its
+    /// recipe's rule, the nodes it waits for and those they wait for in turn: a reader behind a
+    /// waiting writer is behind the readers holding the lock too, and readers waiting for the
+    /// same writer share a place.
     pub ahead: usize,
-    /// The first node of the queue, the holder, when the waiter has read it; `None` further
-    /// back than next in line until a wake-up's listing read it.
+    /// The first node of the queue, which holds the lock (with any reader sharing it), when
+    /// the waiter has read it; `None` until then: further back than next in line, until a
+    /// wake-up's listing read it.
     pub holder: Option<QueueHolder>,
 }
 

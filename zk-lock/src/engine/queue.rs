@@ -328,7 +328,8 @@ enum Place {
         /// Whether the nodes ahead may change kind before our turn (a writer ahead of a reader
         /// may downgrade): when one of them goes, the queue is listed again in any case.
         recheck: bool,
-        /// How many nodes it waits for.
+        /// How many nodes are ahead of it in line ([`in_line_ahead`]) when anyone listens for
+        /// its place; otherwise how many it waits for.
         ahead: usize,
     },
     /// Our node is not in the queue: it was deleted.
@@ -336,7 +337,7 @@ enum Place {
 }
 
 /// Where the node `name` stands in `children`, a listing of the queue; `positions`, if anyone
-/// listens, learns which node heads the queue.
+/// listens, learns which node heads the queue (the holder) and how many nodes are ahead in line.
 fn place(
     spec: &LockSpec<'_>,
     name: &str,
@@ -351,15 +352,37 @@ fn place(
         trace::joined_queue(name, ours, blockers.len());
     }
     let recheck = blockers.iter().any(|blocker| spec.queue.rechecks_after(blocker.kind));
-    match (blockers.first(), blockers.last()) {
-        (Some(head), Some(nearest)) => {
-            if let Some(positions) = positions {
-                positions.headed_by(&head.name, head.name == nearest.name);
-            }
-            Place::Behind { nearest: nearest.name.clone(), recheck, ahead: blockers.len() }
-        }
-        _ => Place::First,
+    let Some(nearest) = blockers.last() else { return Place::First };
+    // The first node of the queue holds, whatever its kind: nothing is ahead of it. It is not
+    // always the first blocker: a reader behind a waiting writer waits for the writer, which
+    // waits for the readers that hold.
+    let mut ahead = blockers.len();
+    if let Some(positions) = positions {
+        let head = &nodes[0];
+        positions.headed_by(&head.name, head.name == nearest.name);
+        ahead = in_line_ahead(spec.queue, &nodes, ours);
     }
+    Place::Behind { nearest: nearest.name.clone(), recheck, ahead }
+}
+
+/// How many of `nodes` (a queue, in order) must go before the node at `ours` holds, by the
+/// blocker rule: the nodes it waits for, the nodes those wait for, and so on. A reader behind a
+/// waiting writer is behind the readers holding the lock too; readers waiting for the same
+/// writer are not behind each other. The first node of the queue is always among them.
+fn in_line_ahead(queue: &Queue, nodes: &[SequenceNode], ours: usize) -> usize {
+    // From our node back: a node is in line ahead if a node behind it that is (ours, or in
+    // line ahead) waits for its kind. The kinds seen so far decide it: a handful.
+    let mut waiting_kinds = vec![queue.ours];
+    let mut ahead = 0;
+    for node in nodes[..ours].iter().rev() {
+        if waiting_kinds.iter().any(|kind| kind.waits_for(node.kind)) {
+            ahead += 1;
+            if !waiting_kinds.contains(&node.kind) {
+                waiting_kinds.push(node.kind);
+            }
+        }
+    }
+    ahead
 }
 
 /// Waits until the node `name` (at `own_path`) holds the lock by the recipe's rule, watching
@@ -534,5 +557,36 @@ impl<'a> Positions<'a> {
             // A broken connection, or an answer of another shape: the plain listing decides.
             _ => Ok(list_children(zk, self.path).await?),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::{ParticipantKind, MUTEX, RW_READ, RW_WRITE};
+
+    /// `in_line_ahead` of the last node of a queue of `kinds`, our node last.
+    fn ahead(queue: &Queue, kinds: &[ParticipantKind]) -> usize {
+        let nodes: Vec<SequenceNode> = (0u64..)
+            .zip(kinds)
+            .map(|(sequence, &kind)| SequenceNode { name: format!("n{sequence}"), sequence, kind })
+            .collect();
+        in_line_ahead(queue, &nodes, nodes.len() - 1)
+    }
+
+    #[test]
+    fn the_place_in_line_counts_what_the_nodes_ahead_wait_for() {
+        use ParticipantKind::{Mutex, Read, Write};
+        assert_eq!(ahead(&MUTEX, &[Mutex, Mutex, Mutex]), 2);
+        // A reader behind a waiting writer is behind the reader holding the lock too.
+        assert_eq!(ahead(&RW_READ, &[Read, Write, Read]), 2);
+        assert_eq!(ahead(&RW_READ, &[Read, Read, Write, Read]), 3);
+        // Readers waiting for one writer are not behind each other.
+        assert_eq!(ahead(&RW_READ, &[Write, Read, Read]), 1);
+        assert_eq!(ahead(&RW_READ, &[Read, Write, Read, Read]), 2);
+        assert_eq!(ahead(&RW_READ, &[Read, Write, Read, Write, Read]), 4);
+        // A writer is behind everyone ahead.
+        assert_eq!(ahead(&RW_WRITE, &[Read, Read, Write]), 2);
+        assert_eq!(ahead(&RW_WRITE, &[Write, Read, Read, Write]), 3);
     }
 }

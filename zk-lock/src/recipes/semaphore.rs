@@ -268,8 +268,10 @@ impl Semaphore {
         let data = self.target.node_data();
         let spec = LeaseSpec { path, count: n as usize, data: &data, uncontended: &self.uncontended };
         let start = |session, may_wait, acls| LeaseAttempt::new(session, &spec, acls, limit.clone(), may_wait);
-        let leases = self.max_leases();
         let hold = |granted: LeaseGrant| {
+            // The count the leases were granted under (a shared count may have changed while
+            // the request waited), for the grant recording.
+            let leases = self.max_leases();
             let holds = granted.leases.into_iter().map(|lease| {
                 let lease = Grant {
                     session: granted.session.clone(),

@@ -165,10 +165,95 @@ fn two_recipes_on_one_path_are_mixed_kinds() {
     let Violation::MixedKinds { kinds, .. } = only_violation(&report) else { panic!("{report}") };
     assert_eq!(kinds, &[GrantKind::Mutex, sem]);
     assert!(report.to_string().contains("were two locks recorded under one path?"), "{report}");
-    // Semaphores of different sizes cannot share a path either.
-    let other = GrantKind::Semaphore { leases: 3 };
-    let report = check_grants(vec![grant("a", sem, 10, 100, 200), grant("b", other, 12, 300, 400)]);
-    assert!(matches!(only_violation(&report), Violation::MixedKinds { .. }), "{report}");
+}
+
+/// Issue 34 (7): two recipes on one path are reported, and each recipe's grants are still
+/// checked as if alone: the overlap of two mutex holders, a semaphore's over-lease.
+#[test]
+fn mixed_kinds_do_not_hide_the_other_violations_of_the_path() {
+    let sem = GrantKind::Semaphore { leases: 1 };
+    let report = check_grants(vec![
+        mutex("a", 10, 100, 200),
+        mutex("b", 12, 150, 300),
+        grant("s1", sem, 13, 100, 300),
+        grant("s2", sem, 14, 200, 400),
+        grant("s3", sem, 14, 500, 600),
+    ]);
+    let found: Vec<String> = report
+        .violations()
+        .iter()
+        .map(|v| match v {
+            Violation::MixedKinds { kinds, .. } => format!("mixed {kinds:?}"),
+            Violation::TokenReused { first, second, .. } => format!("reused {} {}", first.holder, second.holder),
+            Violation::Overlap { earlier, later, .. } => format!("overlap {} {}", earlier.holder, later.holder),
+            Violation::OverLease { holders, .. } => {
+                format!("over-lease {:?}", holders.iter().map(|g| g.holder.as_str()).collect::<Vec<_>>())
+            }
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            format!("mixed {:?}", [GrantKind::Mutex, sem]),
+            "reused s2 s3".to_owned(),
+            "overlap a b".to_owned(),
+            r#"over-lease ["s1", "s2"]"#.to_owned(),
+        ],
+        "{report}"
+    );
+}
+
+/// Issue 34 (7): the lease count of a `SharedCount` semaphore may change between grants (each
+/// records the count it was granted under); that is one recipe, checked against the counts.
+#[test]
+fn a_semaphore_whose_count_changes_is_one_recipe() {
+    let (two, three) = (GrantKind::Semaphore { leases: 2 }, GrantKind::Semaphore { leases: 3 });
+    // Two cycles one after the other: two permits out under a count of 2, then three under 3.
+    let report = check_grants(vec![
+        grant("a", two, 10, 100, 200),
+        grant("b", two, 11, 150, 200),
+        grant("c", three, 12, 300, 400),
+        grant("d", three, 13, 310, 400),
+        grant("e", three, 14, 320, 400),
+    ]);
+    assert!(report.is_clean(), "{report}");
+    // Raised while a permit is out: the later grant counted the earlier against its count.
+    let one = GrantKind::Semaphore { leases: 1 };
+    let report = check_grants(vec![grant("a", one, 10, 100, 500), grant("b", two, 11, 200, 300)]);
+    assert!(report.is_clean(), "{report}");
+}
+
+/// Issue 34 (7): a lowered count lets the permits out keep their leases but admits nobody new
+/// until they are back under it. Whichever of the permits out at once was granted last counted
+/// the others against its own count: for every count `L`, at most `L` of them were granted under
+/// `L` or less.
+#[test]
+fn a_lowered_count_still_bounds_the_permits_granted_under_it() {
+    let (two, three, five) =
+        (GrantKind::Semaphore { leases: 2 }, GrantKind::Semaphore { leases: 3 }, GrantKind::Semaphore { leases: 5 });
+    // Three permits under a count of 3, then a fourth under 2 while they are out.
+    let report = check_grants(vec![
+        grant("a", three, 10, 100, 1000),
+        grant("b", three, 11, 110, 1000),
+        grant("c", three, 12, 120, 1000),
+        grant("d", two, 13, 500, 600),
+    ]);
+    let Violation::OverLease { leases, holders, .. } = only_violation(&report) else { panic!("{report}") };
+    assert_eq!((*leases, holders.len()), (3, 4), "{report}");
+    assert!(report.to_string().contains("4 permits out at once, granted under a lease count of 3 or less"), "{report}");
+    // The count was 5 long ago and one permit of that time is still out; it is 2 now, and three
+    // permits were granted under it at once (the largest count seen, 5, would allow it).
+    let report = check_grants(vec![
+        grant("old", five, 10, 100, 1000),
+        grant("x", two, 11, 200, 600),
+        grant("y", two, 12, 210, 600),
+        grant("z", two, 13, 220, 600),
+    ]);
+    let Violation::OverLease { leases, holders, .. } = only_violation(&report) else { panic!("{report}") };
+    let mut names: Vec<&str> = holders.iter().map(|g| g.holder.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!((*leases, names), (2, vec!["x", "y", "z"]), "{report}");
 }
 
 #[test]

@@ -20,13 +20,16 @@ pub enum Violation {
         /// The grant that started while `earlier` was held.
         later: Grant,
     },
-    /// More permits of a semaphore were out at once than it has leases.
+    /// More permits of a semaphore were out at once than it has leases: `holders`, granted
+    /// under a lease count of `leases` or less, were more than `leases`. With a fixed count,
+    /// every permit out; with a changing one (a [`SharedCount`](crate::SharedCount)), the last
+    /// of them to be granted counted the others against its count, which was at most `leases`.
     OverLease {
         /// The semaphore's path.
         path: String,
-        /// Its lease count.
+        /// Its lease count: the largest that `holders` were granted under.
         leases: u32,
-        /// The grants out at that moment.
+        /// The grants out at that moment granted under a count of `leases` or less.
         holders: Vec<Grant>,
     },
     /// A grant got a fencing token no larger than one granted before it on the same path.
@@ -48,7 +51,9 @@ pub enum Violation {
         second: Grant,
     },
     /// One path was granted by recipes that cannot share it (only readers and writers of one
-    /// read/write lock can): often two locks recorded under one path.
+    /// read/write lock can, and the permits of one semaphore whatever the lease count each was
+    /// granted under): often two locks recorded under one path. The grants of each recipe are
+    /// still checked, as if alone on the path.
     MixedKinds {
         /// The lock path.
         path: String,
@@ -110,13 +115,16 @@ impl fmt::Display for Violation {
                 Held(later)
             ),
             Violation::OverLease { leases, holders, .. } => {
-                let holders: Vec<String> = holders.iter().map(|g| Held(g).to_string()).collect();
-                write!(
-                    f,
-                    "`{path}`: {} permits out at once, but the semaphore has {leases}: {}",
-                    holders.len(),
-                    holders.join(", ")
-                )
+                let one_count = holders.iter().all(|g| g.kind == GrantKind::Semaphore { leases: *leases });
+                let names: Vec<String> = holders.iter().map(|g| Held(g).to_string()).collect();
+                let (n, names) = (holders.len(), names.join(", "));
+                match one_count {
+                    true => write!(f, "`{path}`: {n} permits out at once, but the semaphore has {leases}: {names}"),
+                    false => write!(
+                        f,
+                        "`{path}`: {n} permits out at once, granted under a lease count of {leases} or less: {names}"
+                    ),
+                }
             }
             Violation::TokenBackwards { earlier, later, .. } => write!(
                 f,
@@ -236,7 +244,25 @@ pub(super) fn check(grants: &[Grant], writes: &[FencedWrite]) -> Report {
     Report { grants: grants.len(), writes: writes.len(), paths: paths.len(), violations }
 }
 
-/// The rules on the grants of one path.
+/// The recipes a path may be granted by, one at a time: the sides of a read/write lock are one,
+/// and so are the permits of a semaphore whatever the count each was granted under.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Recipe {
+    Mutex,
+    ReadWrite,
+    Semaphore,
+}
+
+fn recipe_of(kind: GrantKind) -> Recipe {
+    match kind {
+        GrantKind::Mutex => Recipe::Mutex,
+        GrantKind::Read | GrantKind::Write => Recipe::ReadWrite,
+        GrantKind::Semaphore { .. } => Recipe::Semaphore,
+    }
+}
+
+/// The rules on the grants of one path: one recipe, unique tokens, and each recipe's grants
+/// checked as if alone on the path (so a second recipe hides nothing of the first's).
 fn check_grants<'a>(path: &str, grants: &[&'a Grant], violations: &mut Vec<Violation>) {
     // The few distinct kinds first, then sorted by name: not a name built per grant.
     let mut kinds: Vec<GrantKind> = Vec::new();
@@ -246,10 +272,14 @@ fn check_grants<'a>(path: &str, grants: &[&'a Grant], violations: &mut Vec<Viola
         }
     }
     kinds.sort_by_key(ToString::to_string);
-    let read_write = kinds.iter().all(|k| matches!(k, GrantKind::Read | GrantKind::Write));
-    if kinds.len() > 1 && !read_write {
+    let mut recipes: Vec<Recipe> = Vec::new();
+    for &kind in &kinds {
+        if !recipes.contains(&recipe_of(kind)) {
+            recipes.push(recipe_of(kind));
+        }
+    }
+    if recipes.len() > 1 {
         violations.push(Violation::MixedKinds { path: path.to_owned(), kinds });
-        return;
     }
 
     let mut tokens: HashMap<i64, &Grant> = HashMap::new();
@@ -263,17 +293,25 @@ fn check_grants<'a>(path: &str, grants: &[&'a Grant], violations: &mut Vec<Viola
     // A holder that saw the loss is exempt: the lock was taken from it, and it was told.
     let mut live: Vec<&'a Grant> = grants.iter().copied().filter(|g| !g.outcome.is_lost()).collect();
     live.sort_by_key(|g| (g.start, g.end));
-    if let [GrantKind::Semaphore { leases }] = kinds[..] {
-        check_leases(path, leases, &live, violations);
-        return;
+    for recipe in recipes {
+        let live: Vec<&'a Grant> = live.iter().copied().filter(|g| recipe_of(g.kind) == recipe).collect();
+        match recipe {
+            Recipe::Semaphore => check_leases(path, &live, violations),
+            Recipe::Mutex | Recipe::ReadWrite => check_exclusion(path, &live, violations),
+        }
     }
+}
+
+/// No exclusive grant (mutex, write) overlaps another grant of its recipe, and each has a token
+/// larger than those granted before it. `live` is sorted by start.
+fn check_exclusion<'a>(path: &str, live: &[&'a Grant], violations: &mut Vec<Violation>) {
     // Sorted by start, X (earlier) and Y overlap iff Y starts before X ends; the pair must not
     // overlap, and is ordered by token, iff one of them is exclusive.
     let mut latest_end: Option<&'a Grant> = None;
     let mut latest_exclusive_end: Option<&'a Grant> = None;
     let mut top_token: Option<&'a Grant> = None;
     let mut top_exclusive_token: Option<&'a Grant> = None;
-    for &grant in &live {
+    for &grant in live {
         let (overlap_with, order_with) = if grant.kind.is_exclusive() {
             (latest_end, top_token)
         } else {
@@ -300,17 +338,49 @@ fn check_grants<'a>(path: &str, grants: &[&'a Grant], violations: &mut Vec<Viola
     }
 }
 
-/// At no instant are more than `leases` permits of one semaphore out. Reports the first such
-/// instant only: the ones after it usually follow from it.
-fn check_leases(path: &str, leases: u32, live: &[&Grant], violations: &mut Vec<Violation>) {
-    // At equal times a release counts before a grant: intervals that touch do not overlap.
-    let mut events: Vec<(u64, i64)> = live.iter().flat_map(|g| [(g.start, 1), (g.end.saturating_add(1), -1)]).collect();
-    events.sort_unstable();
-    let mut out = 0i64;
-    for (at, delta) in events {
-        out += delta;
-        if out > i64::from(leases) {
-            let holders = live.iter().filter(|g| g.start <= at && at <= g.end).map(|g| (*g).clone()).collect();
+/// The lease count a semaphore permit was granted under.
+fn leases_of(grant: &Grant) -> u32 {
+    match grant.kind {
+        GrantKind::Semaphore { leases } => leases,
+        _ => u32::MAX,
+    }
+}
+
+/// A semaphore never has more permits out than the count they were granted under. Each grant
+/// records the count in force when it was granted, which a [`SharedCount`](crate::SharedCount)
+/// may change between grants: a raised count admits more, a lowered one takes no lease back but
+/// admits nobody new until the permits out are under it. Of any permits out at once, the last to
+/// be granted counted all the others (they were out before it was granted, and still are)
+/// against its own count. So at every instant, for every count `L`, at most `L` of the permits
+/// out were granted under a count of `L` or less; with one fixed count, at most that many are
+/// out. (The largest count ever seen would miss permits granted under a lowered count while an
+/// old permit is out.) Reports the first such instant only: the ones after it usually follow
+/// from it.
+fn check_leases(path: &str, live: &[&Grant], violations: &mut Vec<Violation>) {
+    // At equal times a release counts before a grant: intervals that touch do not overlap. The
+    // permits out only grow at a grant, so checking there is enough.
+    let mut events: Vec<(u64, bool, usize)> =
+        live.iter().enumerate().flat_map(|(i, g)| [(g.start, true, i), (g.end.saturating_add(1), false, i)]).collect();
+    events.sort_unstable_by_key(|&(at, granted, _)| (at, granted));
+    // How many permits are out under each count.
+    let mut out: BTreeMap<u32, i64> = BTreeMap::new();
+    for (at, granted, i) in events {
+        let leases = leases_of(live[i]);
+        *out.entry(leases).or_default() += if granted { 1 } else { -1 };
+        if !granted {
+            continue;
+        }
+        let mut under = 0;
+        let broken = out.iter().find_map(|(&leases, &n)| {
+            under += n;
+            (under > i64::from(leases)).then_some(leases)
+        });
+        if let Some(leases) = broken {
+            let holders = live
+                .iter()
+                .filter(|g| g.start <= at && at <= g.end && leases_of(g) <= leases)
+                .map(|g| (*g).clone())
+                .collect();
             violations.push(Violation::OverLease { path: path.to_owned(), leases, holders });
             return;
         }

@@ -20,13 +20,18 @@ pub use timing::{now_ns, TimedGuard, TimedLock};
 /// refused), then [`check`](Self::check). The report lists every broken rule, per lock path:
 ///
 /// - **Exclusion**: a mutex or write grant overlaps no other grant of its path (readers may
-///   overlap readers), and a semaphore never has more permits out than its lease count.
+///   overlap readers), and a semaphore never has more permits out than its lease count. A
+///   count that changes (a [`SharedCount`](crate::SharedCount)) is checked as the recipe obeys
+///   it: each permit records the count it was granted under, and of the permits out at once, at
+///   most `L` were granted under a count of `L` or less, for every `L` (the last of them to be
+///   granted counted the others against its count; a lowered count takes no lease back).
 /// - **Token order**: fencing tokens are unique per path and grow in grant order where the lock
 ///   orders its grants: between exclusive grants, and between a write grant and the other
 ///   grants of its read/write lock (readers sharing the lock have no order among themselves, nor
 ///   have semaphore permits).
-/// - **One recipe per path**: a path is granted by one recipe (or both sides of one read/write
-///   lock).
+/// - **One recipe per path**: a path is granted by one recipe (both sides of one read/write
+///   lock, a semaphore's permits whatever their counts). When it is not, each recipe's grants
+///   are still checked as if alone on the path.
 /// - **Fencing**: a mutex or write holder that held the lock throughout its write, and did not
 ///   see it lost, has the write accepted; and no write with an old token is accepted after a
 ///   write with a newer token of the same path was.
