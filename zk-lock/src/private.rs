@@ -403,7 +403,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_finished_body_wins_and_a_loss_drops_the_body() {
+    async fn a_loss_wins_over_a_finished_body_and_drops_an_unfinished_one() {
         struct NeverLost;
         impl AnnotatedGuard for NeverLost {
             fn lost_error(&self) -> impl Future<Output = Error> + Send + 'static {
@@ -425,7 +425,9 @@ mod tests {
             fn finish(self) {}
         }
         assert_eq!(abort_on_lost(&NeverLost, async { 7 }).await, Ok(7));
-        assert_eq!(abort_on_lost(&AlreadyLost, async { 7 }).await, Ok(7), "a body ready at once finishes");
+        // Finished, but without the lock: the caller is told the loss (issue 34).
+        let finished = abort_on_lost(&AlreadyLost, async { 7 }).await;
+        assert!(matches!(finished, Err(Error::Lost { .. })), "{finished:?}");
         let dropped = std::sync::Arc::new(());
         let witness = dropped.clone();
         let outcome = abort_on_lost(&AlreadyLost, async move {
