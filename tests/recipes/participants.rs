@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use zk_lock::testing::wait_for_children;
+use zk_lock::testing::{wait_for_children, Proxy, TestingServer};
 use zk_lock::{participants_with, Client, Error, HolderDescription, Mutex, Participant, ParticipantKind, Role};
 use zookeeper_client::{Acls, CreateMode};
 
@@ -187,4 +187,115 @@ async fn the_default_client_lists_too() {
     assert_eq!(found[0].node_path, guard.node_path());
     assert_eq!(found[0].role, Role::Holder);
     guard.release().await.unwrap();
+}
+
+/// Issue 34 (4): lock nodes of almost 1 MB each (anyone may create them on an open ensemble)
+/// brought the server down: their data was read in one multi-read of some 80 MB, which the server
+/// (512 MB of heap in the kit) died serialising, and the reader lost its connection. Now no reply
+/// is larger than one node's data, and data over `Participant::MAX_DATA` is reported, not read.
+/// A server of its own: it may die.
+#[tokio::test]
+async fn nodes_of_large_data_neither_bring_the_server_down_nor_go_unreported() {
+    const BIG: usize = 1_000_000;
+    let server = TestingServer::start().expect("start a server of our own");
+    let client = Client::builder(server.connect_string()).connect().await.unwrap();
+    let zk = client.zookeeper();
+    let path = "/big-data";
+    let guard = Mutex::with_client(&client, path).lock().await.unwrap();
+    // Persistent nodes named like a Curator mutex's, behind our holder: its waiters.
+    let prefix = format!("{path}/_c_0f8e7d6c-1b2a-4c3d-8e9f-0123456789ab-lock-");
+    let persistent = CreateMode::PersistentSequential.with_acls(Acls::anyone_all());
+    let big = vec![b'x'; BIG];
+    let check_big = |p: &Participant| {
+        assert!(p.data_too_large && p.data.is_empty() && p.holder.is_none(), "{p:?}");
+        assert_eq!((p.data_length, p.role), (BIG, Role::Waiter), "{}", p.node_name);
+    };
+
+    // A short queue: each node read on its own, the large ones dropped.
+    for _ in 0..2 {
+        zk.create(&prefix, &big, &persistent).await.expect("create a node of almost 1 MB");
+    }
+    let found = participants_with(&client, path).await.unwrap();
+    assert_eq!(found.len(), 3);
+    assert!(!found[0].data_too_large && found[0].holder.is_some(), "{:?}", found[0]);
+    assert_eq!(found[0].data_length, found[0].data.len());
+    found[1..].iter().for_each(check_big);
+
+    // A long queue: 80 nodes of almost 1 MB, and one within the limit, read whole.
+    for _ in 2..80 {
+        zk.create(&prefix, &big, &persistent).await.expect("create a node of almost 1 MB");
+    }
+    let within = vec![b'y'; Participant::MAX_DATA];
+    zk.create(&prefix, &within, &persistent).await.unwrap();
+    let read = tokio::time::timeout(Duration::from_secs(60), participants_with(&client, path)).await;
+    let alive = server.four_letter("ruok");
+    let log = std::fs::read_to_string(server.log_file()).unwrap_or_default();
+    let died = log.lines().find(|line| line.contains("OutOfMemoryError"));
+    assert_eq!(alive.as_deref().ok(), Some("imok"), "the server is down ({alive:?}): {died:?}");
+    let found = read.expect("participants within 60 s").expect("participants");
+    assert_eq!(found.len(), 82);
+    assert_eq!(found[0].node_path, guard.node_path());
+    assert_eq!(found[0].holder.as_ref().map(|h| h.pid), Some(std::process::id()));
+    found[1..81].iter().for_each(check_big);
+    let last = &found[81];
+    assert!(!last.data_too_large && last.data == within && last.data_length == within.len(), "{}", last.node_name);
+
+    // The other readers of a lock's nodes read them the same way.
+    assert_eq!(zk_lock::revoke_with(&client, path).await.unwrap(), 1, "our holder, asked");
+    let released = zk_lock::force_release_node(&client, path, &found[1].node_name).await.unwrap();
+    assert!(released.data_too_large, "{released:?}");
+    assert_eq!(server.four_letter("ruok").ok().as_deref(), Some("imok"));
+    guard.release().await.unwrap();
+}
+
+/// What reading a queue costs, on a server of its own (its counter sees no other test's
+/// requests) behind a proxy that holds every message for `DELAY`, so a call's time says how many
+/// round trips it waited for: two for a queue of up to eight nodes (the listing, then every
+/// node's data at once), three for a longer one (its nodes' stats first). Each read is timed
+/// twice and the faster kept: a busy machine can stall one by a fraction of a round trip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_queue_costs_two_round_trips_and_a_long_one_three() {
+    const DELAY: Duration = Duration::from_millis(400);
+    let server = TestingServer::start().expect("start a server of our own");
+    let proxy = Proxy::start(server.addr()).expect("start a proxy");
+    // A long session timeout keeps the heartbeat out of most windows.
+    let client =
+        Client::builder(proxy.connect_string()).session_timeout(Duration::from_secs(60)).connect().await.unwrap();
+    let zk = client.zookeeper();
+    let persistent = CreateMode::PersistentSequential.with_acls(Acls::anyone_all());
+    for (path, nodes) in [("/short", 3), ("/long", 20)] {
+        zk.mkdir(path, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.unwrap();
+        let prefix = format!("{path}/_c_0f8e7d6c-1b2a-4c3d-8e9f-0123456789ab-lock-");
+        for _ in 0..nodes {
+            zk.create(&prefix, b"10.0.0.7", &persistent).await.unwrap();
+        }
+    }
+    proxy.delay(DELAY);
+    // The listing, then a read per node; for the long queue, a stat per node, then one multi-read.
+    let expected = [("/short", 3, 2, 1 + 3), ("/long", 20, 3, 1 + 20 + 1)];
+    for (path, nodes, expected_round_trips, expected_requests) in expected {
+        let mut fastest = (f64::MAX, 0);
+        for _ in 0..2 {
+            let before = server.counters().expect("mntr").packets_received;
+            let started = tokio::time::Instant::now();
+            let found = participants_with(&client, path).await.unwrap();
+            let round_trips = started.elapsed().as_secs_f64() / (2 * DELAY).as_secs_f64();
+            // The counter's own reading is one packet.
+            let requests = server.counters().expect("mntr").packets_received - before - 1;
+            eprintln!("{path}: {nodes} nodes, {round_trips:.2} round trips, {requests} requests");
+            assert_eq!(found.len(), nodes);
+            assert!(found.iter().all(|p| p.data == b"10.0.0.7"));
+            if round_trips < fastest.0 {
+                fastest = (round_trips, requests);
+            }
+        }
+        let (round_trips, requests) = fastest;
+        assert_eq!(round_trips.floor() as u32, expected_round_trips, "{path}: {round_trips:.2} round trips");
+        assert!(round_trips.fract() < 0.5, "{path}: {round_trips:.2} round trips: something else took long");
+        // The session's heartbeat may add one.
+        assert!(
+            requests == expected_requests || requests == expected_requests + 1,
+            "{path}: {requests} requests, expected {expected_requests}"
+        );
+    }
 }

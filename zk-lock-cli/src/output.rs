@@ -228,9 +228,13 @@ pub fn counts(holders: usize, waiters: usize, others: usize) -> String {
 const MAX_DATA_SHOWN: usize = 60;
 
 /// Who a node belongs to, from its data: zk-lock's holder description, a note that revocation
-/// was requested (which overwrote the description), or other data (Curator's default is the
-/// host's IP address) shown as [`escape`]d text, cut at [`MAX_DATA_SHOWN`] characters.
+/// was requested (which overwrote the description), other data (Curator's default is the
+/// host's IP address) shown as [`escape`]d text, cut at [`MAX_DATA_SHOWN`] characters, or a note
+/// that the data was too large to read ([`too_large`]).
 pub fn describe(p: &Participant) -> String {
+    if p.data_too_large {
+        return too_large(p);
+    }
     if let Some(holder) = &p.holder {
         // `HolderDescription::parse` refuses what is unsafe to print; escaped all the same.
         return escape(&holder.to_string()).into_owned();
@@ -247,10 +251,18 @@ pub fn describe(p: &Participant) -> String {
     }
 }
 
+/// The note for a node whose data is over [`Participant::MAX_DATA`], which `participants` does
+/// not read: `(data too large to show: 1000000 bytes, over 64 KiB; not read)`.
+pub fn too_large(p: &Participant) -> String {
+    format!("(data too large to show: {} bytes, over {} KiB; not read)", p.data_length, Participant::MAX_DATA / 1024)
+}
+
 /// One participant as JSON. Session ids are hex strings: they exceed the 2^53 that JSON numbers
-/// carry safely in many parsers.
+/// carry safely in many parsers. `data` is `null` when it was too large to read
+/// (`data_too_large`; `data_length` is its size either way).
 pub fn participant_json(position: usize, p: &Participant) -> Value {
     let holder = p.holder.as_ref().map(|h| json!({ "host": h.host, "pid": h.pid, "task": h.task }));
+    let data = (!p.data_too_large).then(|| String::from_utf8_lossy(&p.data));
     json!({
         "position": position,
         "role": p.role.as_str(),
@@ -260,7 +272,9 @@ pub fn participant_json(position: usize, p: &Participant) -> Value {
         "session_id": session_hex(p.session_id),
         "fencing_token": p.fencing_token,
         "holder": holder,
-        "data": String::from_utf8_lossy(&p.data),
+        "data": data,
+        "data_length": p.data_length,
+        "data_too_large": p.data_too_large,
         "revoke_requested": p.data == REVOKE_MESSAGE,
         "created_ms": p.created.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
         "age_ms": p.age.as_millis() as u64,

@@ -1095,3 +1095,58 @@ async fn tree_skips_what_it_may_not_read_reports_it_and_shows_the_rest() {
     open.release().await.unwrap();
     owned.release().await.unwrap();
 }
+
+/// Issue 34 (4): 80 lock nodes of almost 1 MB each (anyone may create them on an open ensemble)
+/// brought the server down: `inspect` read their data in one reply of some 80 MB, the server
+/// died serialising it, and the command said it lost the connection (exit 3). Now every output
+/// marks those nodes as too large to show, and the server stays up. A server of its own: it may
+/// die.
+#[tokio::test]
+async fn inspect_tree_and_revoke_mark_nodes_whose_data_is_too_large_and_the_server_stays_up() {
+    const BIG: usize = 1_000_000;
+    let server = TestingServer::start().expect("start a server of our own");
+    let connect = server.connect_string();
+    let client = Client::builder(connect.as_str()).connect().await.unwrap();
+    let path = format!("{ROOT}/big-data");
+    let guard = Mutex::with_client(&client, &path).lock().await.unwrap();
+    // Persistent nodes named like a Curator mutex's, behind our holder: its waiters.
+    let prefix = format!("{path}/_c_0f8e7d6c-1b2a-4c3d-8e9f-0123456789ab-lock-");
+    let persistent = CreateMode::PersistentSequential.with_acls(Acls::anyone_all());
+    let big = vec![b'x'; BIG];
+    for _ in 0..80 {
+        client.zookeeper().create(&prefix, &big, &persistent).await.expect("create a node of almost 1 MB");
+    }
+    let marker = format!("(data too large to show: {BIG} bytes, over 64 KiB; not read)");
+
+    let output = zk_lock(&["inspect", &path, "--connect", &connect]).await;
+    let alive = server.four_letter("ruok");
+    assert_eq!(alive.as_deref().ok(), Some("imok"), "the server is down ({alive:?}): {}", stderr(&output));
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], format!("{path}: mutex, 1 holder, 80 waiters"), "{text}");
+    assert!(lines[2].contains(&format!("pid={}", std::process::id())), "{text}");
+    assert_eq!(lines.len(), 2 + 81, "{text}");
+    assert!(lines[3..].iter().all(|line| line.ends_with(&marker)), "{text}");
+
+    let doc = zk_lock_json(&["inspect", &path, "--connect", &connect]).await;
+    let found = participants(&doc);
+    assert_eq!(found.len(), 81, "{doc}");
+    assert_eq!((&found[0]["data_too_large"], &found[0]["holder"]["pid"]), (&false.into(), &std::process::id().into()));
+    for p in &found[1..] {
+        assert_eq!((&p["data_too_large"], &p["data_length"], &p["data"]), (&true.into(), &BIG.into(), &Value::Null));
+        assert_eq!((&p["role"], &p["holder"]), (&"waiter".into(), &Value::Null), "{p}");
+    }
+
+    let tree = zk_lock_json(&["tree", ROOT, "--connect", &connect]).await;
+    let lock = &tree["locks"][0];
+    assert_eq!((&lock["path"], &lock["holders"], &lock["waiters"]), (&path.clone().into(), &1.into(), &80.into()));
+
+    // Releasing one such node by force shows it with the same note.
+    let node = found[80]["node"].as_str().unwrap();
+    let output = zk_lock(&["revoke", "--force", &path, "--node", node, "--connect", &connect]).await;
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(stdout(&output).contains(&marker), "{}", stdout(&output));
+    assert_eq!(server.four_letter("ruok").ok().as_deref(), Some("imok"));
+    guard.release().await.unwrap();
+}

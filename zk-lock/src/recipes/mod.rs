@@ -82,6 +82,7 @@ macro_rules! lock_path_api {
 }
 
 pub(crate) mod acquire_loop;
+mod bounded_read;
 mod count_node;
 pub(crate) mod force_release;
 mod max_hold;

@@ -1,14 +1,17 @@
 //! [`participants`]: who holds a lock and who waits for it, read from the lock's nodes.
 //!
 //! Understands Curator's layouts (and so ours) and kazoo's, so an operator sees a mixed fleet
-//! whole. Two multi-reads for any ordinary queue: one lists the places nodes live, one reads every
-//! node's data and stat.
+//! whole. Two round trips for any ordinary queue: a multi-read lists the places nodes live, then
+//! the nodes' data is read in replies of bounded size (`bounded_read`); a long queue costs a round
+//! trip more, for its nodes' stats.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use zookeeper_client::{Client as ZkClient, Error as ZkError, MultiReadResult, Stat};
+use zookeeper_client::{Client as ZkClient, Stat};
+
+use super::bounded_read::{list_children, read_nodes, NodeRead, MAX_NODE_DATA};
 
 use crate::client::Client;
 use crate::error::Result;
@@ -16,7 +19,6 @@ use crate::holder::HolderDescription;
 use crate::layout::{classify, ParticipantKind, PLACES};
 use crate::path::validate_lock_path;
 use crate::registry::default_client;
-use crate::zk::Reconnects;
 
 /// The role of a node of `kind` at `sequence`, given the earliest sequence of each kind under
 /// the same parent: it waits if a kind it waits for ([`ParticipantKind::waits_for`], the rule
@@ -86,8 +88,17 @@ pub struct Participant {
     pub session_id: i64,
     /// The node's creation zxid: for a holder, the fencing token its guard reports.
     pub fencing_token: i64,
-    /// The node's data, as written by its owner.
+    /// The node's data, as written by its owner; empty if it was too large to read
+    /// ([`data_too_large`](Self::data_too_large)).
     pub data: Vec<u8>,
+    /// The size of the node's data in bytes, as the server counts it: `data.len()`, unless the
+    /// data was too large to read.
+    pub data_length: usize,
+    /// Whether the node's data is larger than [`MAX_DATA`](Self::MAX_DATA), so was not read (or
+    /// not kept): `data` is then empty and `holder` is `None`. zk-lock's own nodes, Curator's
+    /// and kazoo's carry a few dozen bytes; anyone who may create nodes under the lock path may
+    /// write up to the server's packet limit (`jute.maxbuffer`, 1 MiB by default) into each.
+    pub data_too_large: bool,
     /// `data` parsed, if it is zk-lock's holder description.
     pub holder: Option<HolderDescription>,
     /// When the node was created, by the server's clock.
@@ -95,6 +106,12 @@ pub struct Participant {
     /// How long the node had existed when it was read, by the local clock; zero if the server's
     /// clock is ahead.
     pub age: Duration,
+}
+
+impl Participant {
+    /// The most data of one node that [`participants`] reads, in bytes (64 KiB): a node with more
+    /// is reported with [`data_too_large`](Self::data_too_large) set, and its data is not read.
+    pub const MAX_DATA: usize = MAX_NODE_DATA;
 }
 
 /// The holders and waiters of the lock at `path`, on the default client. See
@@ -129,6 +146,14 @@ pub async fn participants(path: &str) -> Result<Vec<Participant>> {
 /// every other lease as a holder. The holder is told apart by the node data (zk-lock's names the
 /// task): when several holders of one session write the same data (`with_data`, or code outside
 /// any task), a lease granted to another of them after the request queued is shown as waiting too.
+///
+/// Every reply the server is asked for is bounded: a queue of at most eight nodes has each node's
+/// data read with a read of its own, whose reply is that node's (two round trips in all, as for
+/// one node); a longer queue has its nodes' stats read first (a round trip more), then their data
+/// in multi-reads that the stats put under 256 KiB each. A node with more than
+/// [`Participant::MAX_DATA`] bytes of data (anyone who may create nodes under `path` can write up
+/// to 1 MiB into each) is listed with [`data_too_large`](Participant::data_too_large) set and no
+/// data.
 ///
 /// A missing `path` has no participants: the result is empty, not an error. Nodes that vanish
 /// between the listing and the read of their data are left out. Other ephemeral nodes ending in a
@@ -167,24 +192,23 @@ pub async fn participants_with(client: &Client, path: &str) -> Result<Vec<Partic
 
 /// Marks the lease that the semaphore's first queued request made and is still waiting on (see
 /// [`participants_with`]). Matching the holder description too keeps the granted lease of
-/// another task of the same session from being taken for it.
+/// another task of the same session from being taken for it; data too large to read matches
+/// data too large of the same length.
 fn mark_waiting_lease(participants: &mut [Participant]) {
     let Some(request) = participants.iter().find(|p| p.kind == ParticipantKind::LeaseRequest) else { return };
-    let (session, after, data) = (request.session_id, request.fencing_token, request.data.clone());
+    let (session, after) = (request.session_id, request.fencing_token);
+    let (data, length, too_large) = (request.data.clone(), request.data_length, request.data_too_large);
     for lease in participants.iter_mut() {
         if lease.kind == ParticipantKind::Lease
             && lease.session_id == session
             && lease.fencing_token > after
+            && (lease.data_length, lease.data_too_large) == (length, too_large)
             && lease.data == data
         {
             lease.role = Role::Waiter;
         }
     }
 }
-
-/// Caps the paths of one multi-read, in bytes, far below ZooKeeper's default 1 MiB packet limit
-/// (`jute.maxbuffer`), which would otherwise close the connection. Any ordinary queue fits one.
-const MAX_PATH_BYTES_PER_READ: usize = 256 * 1024;
 
 /// A node found by a listing, before its data is read.
 struct Listed {
@@ -202,10 +226,10 @@ pub(crate) async fn read_participants(zk: &ZkClient, path: &str) -> Result<Vec<P
         None => path.to_owned(),
     });
     let parents: Vec<String> = parents.collect();
-    let listings = read_all(zk, &parents, Read::Children).await?;
+    let listings = list_children(zk, &parents).await?;
     let mut listed = Vec::new();
     for (place, (parent, listing)) in parents.iter().zip(listings).enumerate() {
-        for node_name in children(listing)? {
+        for node_name in listing {
             if let Some((kind, sequence)) = classify(PLACES[place].kinds, &node_name) {
                 let node_path = format!("{parent}/{node_name}");
                 listed.push(Listed { place, node_path, node_name, kind, sequence });
@@ -214,11 +238,15 @@ pub(crate) async fn read_participants(zk: &ZkClient, path: &str) -> Result<Vec<P
     }
 
     let node_paths: Vec<String> = listed.iter().map(|node| node.node_path.clone()).collect();
-    let reads = read_all(zk, &node_paths, Read::Data).await?;
+    let reads = read_nodes(zk, &node_paths).await?;
     let now = SystemTime::now();
     let mut present = Vec::with_capacity(listed.len());
     for (node, read) in listed.into_iter().zip(reads) {
-        let Some((data, stat)) = data(read)? else { continue };
+        let (data, stat) = match read {
+            NodeRead::Data(data, stat) => (Some(data), stat),
+            NodeRead::TooLarge(stat) => (None, stat),
+            NodeRead::Gone => continue,
+        };
         // A persistent node of unknown use is data kept at the lock path, not a contender.
         if node.kind == ParticipantKind::Unknown && stat.ephemeral_owner == 0 {
             continue;
@@ -246,8 +274,11 @@ fn earliest_by_kind(nodes: impl IntoIterator<Item = (ParticipantKind, u64)>) -> 
     earliest
 }
 
-fn participant(node: Listed, role: Role, data: Vec<u8>, stat: &Stat, now: SystemTime) -> Participant {
+/// A participant from its listing, role and read; `data` is `None` if it was too large to read.
+fn participant(node: Listed, role: Role, data: Option<Vec<u8>>, stat: &Stat, now: SystemTime) -> Participant {
     let created = UNIX_EPOCH + Duration::from_millis(u64::try_from(stat.ctime).unwrap_or(0));
+    let data_too_large = data.is_none();
+    let data = data.unwrap_or_default();
     Participant {
         node_path: node.node_path,
         node_name: node.node_name,
@@ -256,76 +287,13 @@ fn participant(node: Listed, role: Role, data: Vec<u8>, stat: &Stat, now: System
         role,
         session_id: stat.ephemeral_owner,
         fencing_token: stat.czxid,
-        holder: HolderDescription::parse(&data),
+        holder: if data_too_large { None } else { HolderDescription::parse(&data) },
+        data_length: if data_too_large { usize::try_from(stat.data_length).unwrap_or(0) } else { data.len() },
+        data_too_large,
         data,
         created,
         age: now.duration_since(created).unwrap_or_default(),
     }
-}
-
-#[derive(Clone, Copy)]
-enum Read {
-    Children,
-    Data,
-}
-
-/// Reads every path in as few multi-reads as the size cap allows, retrying after connection
-/// losses (reads are safe to repeat). One result per path, in order.
-async fn read_all(zk: &ZkClient, paths: &[String], read: Read) -> Result<Vec<MultiReadResult>, ZkError> {
-    let mut results = Vec::with_capacity(paths.len());
-    let mut rest = paths;
-    while !rest.is_empty() {
-        let mut bytes = 0;
-        let fits = rest.iter().take_while(|path| {
-            bytes += path.len();
-            bytes <= MAX_PATH_BYTES_PER_READ
-        });
-        let (batch, next) = rest.split_at(fits.count().max(1));
-        results.extend(read_batch(zk, batch, read).await?);
-        rest = next;
-    }
-    Ok(results)
-}
-
-async fn read_batch(zk: &ZkClient, paths: &[String], read: Read) -> Result<Vec<MultiReadResult>, ZkError> {
-    let mut reconnects = Reconnects::new(zk);
-    loop {
-        let mut reader = zk.new_multi_reader();
-        for path in paths {
-            match read {
-                Read::Children => reader.add_get_children(path)?,
-                Read::Data => reader.add_get_data(path)?,
-            }
-        }
-        match reader.commit().await {
-            Err(error) => reconnects.wait(error).await?,
-            ok => return ok,
-        }
-    }
-}
-
-/// A listing's children; none if the parent does not exist.
-fn children(result: MultiReadResult) -> Result<Vec<String>, ZkError> {
-    match result {
-        MultiReadResult::Children { children } => Ok(children),
-        MultiReadResult::Error { err: ZkError::NoNode } => Ok(Vec::new()),
-        MultiReadResult::Error { err } => Err(err),
-        other => Err(unexpected(other)),
-    }
-}
-
-/// A node's data and stat; `None` if it was deleted since the listing.
-fn data(result: MultiReadResult) -> Result<Option<(Vec<u8>, Stat)>, ZkError> {
-    match result {
-        MultiReadResult::Data { data, stat } => Ok(Some((data, stat))),
-        MultiReadResult::Error { err: ZkError::NoNode } => Ok(None),
-        MultiReadResult::Error { err } => Err(err),
-        other => Err(unexpected(other)),
-    }
-}
-
-fn unexpected(result: MultiReadResult) -> ZkError {
-    ZkError::UnexpectedError(format!("unexpected multi-read result {result:?}"))
 }
 
 #[cfg(test)]
