@@ -1,6 +1,8 @@
 //! Fault injection: several worker processes contend on the same locks of a real three-server
 //! ensemble while servers are killed, the ensemble is restarted, connections drop mid-`create`,
-//! workers are frozen past their session timeout, and acquisitions are cancelled or panic.
+//! workers are frozen past their session timeout, and acquisitions are cancelled or panic; the
+//! soak adds partitions of workers and faults between the servers (a follower or the leader cut
+//! off from the others, the leader frozen, a slow link to the leader).
 //! Every grant and fenced write goes into a `zk_lock::testing::History`, whose checker judges
 //! it; afterwards no lock node may be left behind.
 //!
@@ -63,8 +65,28 @@ pub fn rng() -> fastrand::Rng {
 
 // --- the ensemble ----------------------------------------------------------------------------
 
-static CLUSTER: LazyLock<TestingCluster> =
-    LazyLock::new(|| TestingCluster::start(3).unwrap_or_else(|e| panic!("start a three-server ensemble: {e}")));
+/// The servers' tick, the kit's default.
+const TICK: Duration = Duration::from_millis(500);
+/// ZooKeeper's `syncLimit`, in ticks: a follower that hears nothing from its leader for
+/// `syncLimit x tickTime` (6 s) gives it up and drops its clients, and a leader that keeps no
+/// quorum for that long stops leading. Between the soak's two session timeouts
+/// ([`SOAK_SESSIONS`]), so that a server cut off from the others keeps answering some clients
+/// after the leader could expire their sessions, and gives others up before it could.
+const SYNC_LIMIT: u32 = 12;
+
+static CLUSTER: LazyLock<TestingCluster> = LazyLock::new(|| {
+    TestingCluster::builder()
+        .servers(3)
+        .tick_time(TICK)
+        .sync_limit(SYNC_LIMIT)
+        .start()
+        .unwrap_or_else(|e| panic!("start a three-server ensemble: {e}"))
+});
+
+/// `syncLimit x tickTime`: how long a server cut off from the others goes on as it was.
+fn sync_time() -> Duration {
+    TICK * SYNC_LIMIT
+}
 
 /// Tests that stop servers hold it for writing, the others for reading.
 static CLUSTER_USE: RwLock<()> = RwLock::const_new(());
@@ -77,10 +99,13 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 async fn cluster() -> &'static TestingCluster {
     blocking(|| {
         let cluster = &*CLUSTER;
-        // A test that failed half-way may have left a server down.
+        // A test that failed half-way may have left a server down, paused or cut off.
+        cluster.heal_all();
         for i in 0..cluster.len() {
             if cluster.pid(i).is_none() {
                 cluster.restart(i).unwrap_or_else(|e| panic!("restart server {i}: {e}"));
+            } else {
+                cluster.resume(i).unwrap_or_else(|e| panic!("resume server {i}: {e}"));
             }
         }
         cluster.wait_for_leader().expect("a leader");
@@ -98,6 +123,114 @@ async fn a_follower(cluster: &'static TestingCluster) -> usize {
     .await
 }
 
+/// Whether server `i` answers `srvr` as the leader (a server cut off from the others may still
+/// believe it leads).
+fn leads(cluster: &TestingCluster, i: usize) -> bool {
+    cluster.four_letter(i, "srvr").is_ok_and(|srvr| srvr.lines().any(|line| line.trim() == "Mode: leader"))
+}
+
+/// Waits until a server other than `old` leads, and returns it.
+async fn another_leader(cluster: &'static TestingCluster, old: usize) -> usize {
+    blocking(move || {
+        let deadline = std::time::Instant::now() + PROGRESS;
+        loop {
+            if let Some(leader) = (0..cluster.len()).find(|&i| i != old && leads(cluster, i)) {
+                return leader;
+            }
+            assert!(std::time::Instant::now() < deadline, "no server but {old} leads after {PROGRESS:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    })
+    .await
+}
+
+/// Undoes every fault of the servers' links and waits until every server serves again, with one
+/// leader, which it returns. A server cut off for long may take a while to find the others again
+/// (its election backs off): it is given three of the kit's waits.
+async fn settle(cluster: &'static TestingCluster) -> usize {
+    blocking(move || {
+        cluster.heal_all();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match cluster.wait_for_leader() {
+                Ok(leader) => return leader,
+                Err(e) if attempt < 3 => eprintln!("[settle] no leader yet (attempt {attempt}): {e}"),
+                Err(e) => panic!("the ensemble did not settle after the fault: {e}"),
+            }
+        }
+    })
+    .await
+}
+
+/// The server each worker's current session is on; `None` for a worker between connections.
+async fn placement(run: &Run, cluster: &'static TestingCluster) -> Vec<Option<usize>> {
+    let sessions: Vec<Option<i64>> =
+        (0..run.fleet.len()).map(|i| run.fleet.reports(|r| r.sessions.get(run.fleet.id(i)).copied())).collect();
+    blocking(move || sessions.into_iter().map(|session| cluster.server_of_session(session?)).collect()).await
+}
+
+/// The workers on `server`, as `w0 (4s)` (id and session timeout).
+fn workers_on(run: &Run, placement: &[Option<usize>], server: usize) -> Vec<String> {
+    (0..run.fleet.len())
+        .filter(|&i| placement[i] == Some(server))
+        .map(|i| format!("{} ({:?})", run.fleet.id(i), run.timeouts[i]))
+        .collect()
+}
+
+/// Rounds of [`crowded_follower`]'s steering, each resetting one worker's connection.
+const STEERING_ROUNDS: usize = 8;
+
+/// The leader, and a follower serving a worker of each of the soak's session timeouts, with the
+/// workers on it and the number of connections reset to get them there. The follower serving the
+/// most workers is taken; for each timeout it lacks, a worker of that timeout has its connection
+/// reset (at its proxy to its server) and reconnects to a server of its list at random, up to
+/// [`STEERING_ROUNDS`] times in all.
+async fn crowded_follower(
+    run: &Run,
+    cluster: &'static TestingCluster,
+    rng: &mut fastrand::Rng,
+) -> (usize, usize, Vec<String>, usize) {
+    let leader = settle(cluster).await;
+    let mut placed = placement(run, cluster).await;
+    let mut followers: Vec<usize> = (0..cluster.len()).filter(|&i| i != leader).collect();
+    rng.shuffle(&mut followers);
+    let on = |placed: &[Option<usize>], server: usize| placed.iter().filter(|&&at| at == Some(server)).count();
+    let follower = followers.into_iter().max_by_key(|&i| on(&placed, i)).expect("a follower");
+    let (mut rounds, mut resets) = (0, 0);
+    while rounds < STEERING_ROUNDS {
+        rounds += 1;
+        let lacking = |timeout: Duration| {
+            !(0..run.fleet.len()).any(|w| run.timeouts[w] == timeout && placed[w] == Some(follower))
+        };
+        let Some(&timeout) = SOAK_SESSIONS.iter().find(|&&timeout| lacking(timeout)) else { break };
+        let movable: Vec<usize> = (0..run.fleet.len())
+            .filter(|&w| run.timeouts[w] == timeout && placed[w].is_some_and(|at| at != follower))
+            .collect();
+        if movable.is_empty() {
+            // Its workers are between connections: look again in a moment.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            placed = placement(run, cluster).await;
+            continue;
+        }
+        let worker = movable[rng.usize(..movable.len())];
+        let server = placed[worker].expect("placed");
+        run.proxies[worker][server].reset();
+        resets += 1;
+        // Until it is connected again, wherever.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        loop {
+            placed = placement(run, cluster).await;
+            if placed[worker].is_some() || Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    (leader, follower, workers_on(run, &placed, follower), resets)
+}
+
 // --- a run: workers, the fenced store, the final checks -----------------------------------------
 
 struct Run {
@@ -110,6 +243,8 @@ struct Run {
     audited: usize,
     /// The proxies of each worker started by [`spawn_behind_proxies`](Self::spawn_behind_proxies).
     proxies: Vec<Vec<Proxy>>,
+    /// The session timeout of each worker, in the order started.
+    timeouts: Vec<Duration>,
 }
 
 impl Run {
@@ -125,6 +260,7 @@ impl Run {
             started: Instant::now(),
             audited: 0,
             proxies: Vec::new(),
+            timeouts: Vec::new(),
         }
     }
 
@@ -147,21 +283,25 @@ impl Run {
         for i in 0..n {
             let config = self.config(&format!("w{i}"), role, tasks, ops, session);
             self.fleet.spawn(&config);
+            self.timeouts.push(session);
         }
     }
 
     /// As [`spawn`](Self::spawn), each worker reaching every server through a proxy of its own,
-    /// so that [`partition`](Self::partition) can cut it off.
-    fn spawn_behind_proxies(&mut self, n: usize, role: Role, tasks: usize, ops: &[&str], session: Duration) {
+    /// so that [`partition`](Self::partition) can cut it off. The workers take their session
+    /// timeouts from `sessions` in turn.
+    fn spawn_behind_proxies(&mut self, n: usize, role: Role, tasks: usize, ops: &[&str], sessions: &[Duration]) {
         let cluster = &*CLUSTER;
         for i in 0..n {
             let proxies: Vec<Proxy> = (0..cluster.len())
                 .map(|server| Proxy::start(cluster.server_connect_string(server)).expect("start a proxy"))
                 .collect();
+            let session = sessions[i % sessions.len()];
             let mut config = self.config(&format!("w{i}"), role, tasks, ops, session);
             config.connect = proxies.iter().map(Proxy::connect_string).collect::<Vec<_>>().join(",");
             self.fleet.spawn(&config);
             self.proxies.push(proxies);
+            self.timeouts.push(session);
         }
     }
 
@@ -539,6 +679,13 @@ async fn a_worker_that_skips_the_lock_is_caught() {
 
 // --- soak ------------------------------------------------------------------------------------
 
+/// The soak workers' session timeouts, in turn. The first is below `syncLimit x tickTime`
+/// ([`sync_time`]): a follower cut off from the leader goes on answering such a client (reads and
+/// pings, never a `sync`) after the leader could expire its session. The second is above it: the
+/// follower gives such a client up, and the client moves to another server, before the leader
+/// could expire its session.
+const SOAK_SESSIONS: [Duration; 2] = [Duration::from_secs(4), Duration::from_secs(8)];
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Fault {
     LeaderKill,
@@ -550,9 +697,28 @@ enum Fault {
     ShortPartition,
     /// A worker cut off from every server for longer than its session timeout.
     LongPartition,
+    /// The follower serving the most workers cut off from the other two servers, its clients
+    /// still reaching it, for longer than every session timeout ([`isolation`]), then healed: the
+    /// leader expires the sessions with the short timeout, which stay on the follower until it
+    /// gives its leader up; those with the long one move first and live on.
+    IsolatedFollower,
+    /// The leader cut off from both followers, its clients still reaching it, until the followers
+    /// elected another and it granted a few locks, then healed.
+    IsolatedLeader,
+    /// The leader frozen (`SIGSTOP`) past the short session timeout, short of `syncLimit x
+    /// tickTime` ([`leader_pause`]), then resumed: the followers wait for it, and it expires the
+    /// sessions nobody could renew meanwhile as soon as it runs again.
+    PausedLeader,
+    /// The leader frozen past `syncLimit x tickTime` and every session timeout
+    /// ([`long_leader_pause`]), then resumed: the followers elect another leader meanwhile, and
+    /// the old one finds out when it runs again.
+    LongPausedLeader,
+    /// The link between the follower serving the most workers and the leader slowed by a quarter
+    /// of the short session timeout each way ([`SLOW_LINK`]), for a few seconds, then made fast.
+    SlowLink,
 }
 
-const FAULTS: [Fault; 7] = [
+const FAULTS: [Fault; 12] = [
     Fault::LeaderKill,
     Fault::FollowerKill,
     Fault::WholeRestart,
@@ -560,15 +726,45 @@ const FAULTS: [Fault; 7] = [
     Fault::LongPause,
     Fault::ShortPartition,
     Fault::LongPartition,
+    Fault::IsolatedFollower,
+    Fault::IsolatedLeader,
+    Fault::PausedLeader,
+    Fault::LongPausedLeader,
+    Fault::SlowLink,
 ];
+
+/// How long [`Fault::IsolatedFollower`] cuts its follower off: past every session timeout.
+fn isolation() -> Duration {
+    SOAK_SESSIONS[1] + Duration::from_secs(2)
+}
+
+/// How long [`Fault::PausedLeader`] freezes the leader: halfway between the moment it may expire a
+/// session of the short timeout last renewed as the pause began (its tick rounds expiry times up)
+/// and the moment the followers give it up.
+fn leader_pause() -> Duration {
+    (SOAK_SESSIONS[0] + TICK + sync_time()) / 2
+}
+
+/// How long [`Fault::LongPausedLeader`] freezes the leader.
+fn long_leader_pause() -> Duration {
+    sync_time().max(SOAK_SESSIONS[1]) + Duration::from_secs(1)
+}
+
+/// The delay each way of [`Fault::SlowLink`], and how long it lasts.
+const SLOW_LINK: Duration = Duration::from_secs(1);
+const SLOW_LINK_FOR: Duration = Duration::from_secs(6);
 
 /// Contention with every fault in turn; `acquisitions` grants across at least four processes.
 async fn soak(acquisitions: usize, processes: usize, faults: usize) {
     let _exclusive = CLUSTER_USE.write().await;
     let cluster = cluster().await;
-    let session = Duration::from_secs(4);
+    assert!(
+        SOAK_SESSIONS[0] + TICK < leader_pause() && leader_pause() < sync_time() && sync_time() < SOAK_SESSIONS[1],
+        "the soak's session timeouts {SOAK_SESSIONS:?} must lie on either side of syncLimit x tickTime {:?}",
+        sync_time()
+    );
     let mut run = Run::new("soak").await;
-    run.spawn_behind_proxies(processes, Role::Contend, 2, ALL_OPS, session);
+    run.spawn_behind_proxies(processes, Role::Contend, 2, ALL_OPS, &SOAK_SESSIONS);
     let mut rng = rng();
     let step = acquisitions / (faults + 1);
     let mut injected = BTreeMap::<Fault, usize>::new();
@@ -576,6 +772,7 @@ async fn soak(acquisitions: usize, processes: usize, faults: usize) {
         run.reach((i + 1) * step, "contending").await;
         let fault = FAULTS[i % FAULTS.len()];
         *injected.entry(fault).or_default() += 1;
+        let replaced_before = run.fleet.reports(|r| r.replaced_sessions);
         match fault {
             Fault::LeaderKill => {
                 let killed = blocking(|| cluster.kill_leader()).await.expect("kill the leader");
@@ -596,21 +793,77 @@ async fn soak(acquisitions: usize, processes: usize, faults: usize) {
             }
             Fault::ShortPause | Fault::LongPause => {
                 let worker = rng.u64(..run.fleet.len() as u64) as usize;
+                let session = run.timeouts[worker];
                 let pause = if fault == Fault::ShortPause { session / 4 } else { session + Duration::from_secs(2) };
                 run.fleet.pause(worker);
                 tokio::time::sleep(pause).await;
                 run.fleet.resume(worker);
-                eprintln!("[soak] paused {} for {pause:?}", run.fleet.id(worker));
+                eprintln!("[soak] paused {} (session timeout {session:?}) for {pause:?}", run.fleet.id(worker));
             }
             Fault::ShortPartition | Fault::LongPartition => {
                 let worker = rng.u64(..run.fleet.len() as u64) as usize;
-                // Past the moment its locks are declared lost (3/5), or past the timeout itself.
+                let session = run.timeouts[worker];
+                // About when its locks are declared lost (4/5 of the timeout after the last renewal
+                // proven before the cut), or past the timeout itself.
                 let cut = if fault == Fault::ShortPartition { session * 4 / 5 } else { session * 3 / 2 };
                 run.partition(worker, cut).await;
-                eprintln!("[soak] cut {} off for {cut:?}", run.fleet.id(worker));
+                eprintln!("[soak] cut {} (session timeout {session:?}) off for {cut:?}", run.fleet.id(worker));
+            }
+            Fault::IsolatedFollower => {
+                let (leader, follower, on, resets) = crowded_follower(&run, cluster, &mut rng).await;
+                cluster.isolate(follower);
+                tokio::time::sleep(isolation()).await;
+                cluster.heal_all();
+                eprintln!(
+                    "[soak] isolated follower {follower} (leader {leader}, workers on it: {on:?} after {resets} \
+                     resets) for {:?}",
+                    isolation()
+                );
+            }
+            Fault::IsolatedLeader => {
+                let leader = settle(cluster).await;
+                let on = workers_on(&run, &placement(&run, cluster).await, leader);
+                let isolated = Instant::now();
+                cluster.isolate(leader);
+                let elected = another_leader(cluster, leader).await;
+                let after = isolated.elapsed();
+                run.progress(step / 4, &format!("leader {leader} isolated, {elected} elected after {after:?}")).await;
+                cluster.heal_all();
+                eprintln!(
+                    "[soak] isolated leader {leader} (workers on it: {on:?}) for {:?}; {elected} elected \
+                     after {after:?}",
+                    isolated.elapsed()
+                );
+            }
+            Fault::PausedLeader | Fault::LongPausedLeader => {
+                let leader = settle(cluster).await;
+                let on = workers_on(&run, &placement(&run, cluster).await, leader);
+                let pause = if fault == Fault::PausedLeader { leader_pause() } else { long_leader_pause() };
+                blocking(move || cluster.pause(leader)).await.expect("pause the leader");
+                tokio::time::sleep(pause).await;
+                let during = blocking(move || cluster.leader()).await;
+                blocking(move || cluster.resume(leader)).await.expect("resume the leader");
+                eprintln!(
+                    "[soak] paused leader {leader} (workers on it: {on:?}) for {pause:?}; leader while \
+                     paused: {during:?}"
+                );
+            }
+            Fault::SlowLink => {
+                let (leader, follower, on, resets) = crowded_follower(&run, cluster, &mut rng).await;
+                cluster.delay(follower, leader, SLOW_LINK);
+                tokio::time::sleep(SLOW_LINK_FOR).await;
+                cluster.delay(follower, leader, Duration::ZERO);
+                eprintln!(
+                    "[soak] slowed the link of follower {follower} (workers on it: {on:?} after {resets} resets) to \
+                     leader {leader} by {SLOW_LINK:?} each way for {SLOW_LINK_FOR:?}"
+                );
             }
         }
+        // Whole again, with a leader, before anything else happens.
+        let leader = settle(cluster).await;
         run.audit(&format!("after fault {i} ({fault:?})")).await;
+        let replaced = run.fleet.reports(|r| r.replaced_sessions) - replaced_before;
+        eprintln!("[soak] fault {i} ({fault:?}) over; leader {leader}; {replaced} sessions replaced since it began");
     }
     run.reach(acquisitions, "the last acquisitions").await;
     let reports = run.finish().await;
@@ -624,11 +877,15 @@ async fn soak(acquisitions: usize, processes: usize, faults: usize) {
         .filter(|w| lost.iter().any(|g| g.path == w.path && g.token == w.token && w.sent >= g.end))
         .collect();
     let (lost, late_rejected) = (lost.len(), late.iter().filter(|w| !w.accepted).count());
+    let injected: Vec<String> = injected.iter().map(|(fault, n)| format!("{fault:?} {n}")).collect();
     eprintln!(
         "soak: {} grants across {processes} processes ({lost} lost; {} late writes by them, {late_rejected} \
-         rejected), faults injected {injected:?}, no violation, no leaked node, {} failed acquisitions",
+         rejected), {} sessions replaced, {faults} faults injected ({}), no violation, no leaked node, {} failed \
+         acquisitions",
         reports.grants(),
         late.len(),
+        reports.replaced_sessions,
+        injected.join(", "),
         reports.failures.len()
     );
     assert!(reports.grants() >= acquisitions);
@@ -640,7 +897,7 @@ async fn short_soak_with_every_fault() {
 }
 
 /// `ZK_LOCK_SOAK_ACQUISITIONS` (default 10,000) acquisitions, `ZK_LOCK_SOAK_PROCESSES` (default 4)
-/// processes, a fault every 500 grants.
+/// processes, a fault every 500 grants or so: as many of each kind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "soak: minutes long; run by hand"]
 async fn soak_with_faults() {
@@ -649,5 +906,5 @@ async fn soak_with_faults() {
     };
     let acquisitions = number("ZK_LOCK_SOAK_ACQUISITIONS", 10_000);
     let processes = number("ZK_LOCK_SOAK_PROCESSES", 4).max(4);
-    soak(acquisitions, processes, (acquisitions / 500).max(FAULTS.len())).await;
+    soak(acquisitions, processes, (acquisitions / 500).max(FAULTS.len()).next_multiple_of(FAULTS.len())).await;
 }

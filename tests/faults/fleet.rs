@@ -36,6 +36,9 @@ pub struct Reports {
     pub audits: Vec<Line>,
     /// Session id per worker.
     pub sessions: HashMap<String, i64>,
+    /// Sessions reported by a worker that had reported another before: sessions replaced after
+    /// they expired or were retired.
+    pub replaced_sessions: usize,
     /// Workers that exited, with their status.
     pub exited: Vec<(String, ExitStatus)>,
     /// Reports that could not be read.
@@ -64,7 +67,9 @@ impl Reports {
             "session" => {
                 let session = line.get("id").and_then(|id| id.parse().ok());
                 let session = session.ok_or_else(|| format!("bad session line {line}"))?;
-                self.sessions.insert(worker.to_owned(), session);
+                if self.sessions.insert(worker.to_owned(), session).is_some() {
+                    self.replaced_sessions += 1;
+                }
             }
             _ => return Err(format!("unknown report {line}")),
         }
