@@ -113,7 +113,9 @@ pub(crate) fn wait_serving(
     }
 }
 
-/// Whether a server's log says it could not bind one of its ports.
+/// Whether a server's log says it could not bind one of its ports. The election listener gives
+/// up with its own message (and exit code 14), which the probes' own lines may have pushed the
+/// `BindException` out of the log's tail.
 pub(crate) fn is_bind_failure(log: &str) -> bool {
-    log.contains("Address already in use") || log.contains("BindException")
+    log.contains("Address already in use") || log.contains("BindException") || log.contains("electionPortBindRetry")
 }
