@@ -26,7 +26,7 @@ pub const CHILDREN_TIMEOUT: Duration = Duration::from_secs(30);
 ///
 /// Cancel safe: it only reads.
 pub async fn children(client: &Client, path: &str) -> Result<Vec<String>> {
-    match client.zookeeper().list_children(path).await {
+    match usable_session(client, path).await?.list_children(path).await {
         Ok(children) => Ok(children),
         Err(ZkError::NoNode) => Ok(Vec::new()),
         Err(source) => Err(TestingError::Zookeeper { action: format!("list the children of `{path}`"), source }),
@@ -82,8 +82,10 @@ pub async fn wait_for_children_within(
     let watch_failed = |source| TestingError::Zookeeper { action: format!("watch the children of `{path}`"), source };
     let started = tokio::time::Instant::now();
     loop {
-        // The client's current session, which may be a new one after an expiry.
-        let zk = client.zookeeper();
+        // A session of the client that may still be used: a new one after an expiry, or after
+        // the client's previous one was declared lost (and is being closed) while the server was
+        // out of reach.
+        let zk = usable_session(client, path).await?;
         let (children, changed) = match zk.get_and_watch_children(path).await {
             Ok((children, _, watcher)) => (children, Some(watcher)),
             Err(ZkError::NoNode) => (Vec::new(), None),
@@ -119,5 +121,16 @@ pub async fn wait_for_children_within(
                 })
             }
         }
+    }
+}
+
+/// The client's session for `path`, renewed if the current one must not be used any more.
+async fn usable_session(client: &Client, path: &str) -> Result<zookeeper_client::Client> {
+    match client.session(path).await {
+        Ok(session) => Ok(session.zk.clone()),
+        Err(error) => Err(TestingError::Zookeeper {
+            action: format!("open a session to read `{path}`: {error}"),
+            source: ZkError::ConnectionLoss,
+        }),
     }
 }
