@@ -365,7 +365,11 @@ async fn forward(
     };
     let write = async move {
         while let Some((due, chunk)) = queued.recv().await {
-            tokio::time::sleep_until(due).await;
+            // Only when it is not due yet: a timer rounds up to the next millisecond, which would
+            // add about one to every chunk of an undelayed link.
+            if due > Instant::now() {
+                tokio::time::sleep_until(due).await;
+            }
             // What was read before a cut, or is due during one, waits for the heal, in order.
             if link.wait_for(|link| !link.is_cut(direction)).await.is_err() {
                 return;
