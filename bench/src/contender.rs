@@ -17,7 +17,6 @@
 //! `error <message>` instead of either line when something failed.
 
 use std::ffi::OsString;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -30,7 +29,7 @@ use tokio::time::{timeout_at, Instant};
 use crate::native::{self, err, micros, Native, Res, SETTLE};
 use crate::peer::{samples, Measured};
 use crate::procstat::Cpu;
-use crate::stats::Counters;
+use crate::stats::{Counters, Servers};
 
 /// The hidden first argument that turns this binary into a contender.
 pub const FLAG: &str = "--contender";
@@ -350,7 +349,7 @@ fn handoffs(mut holds: Vec<Hold>, window: (f64, f64)) -> Vec<f64> {
 /// The same result shape as the in-process `native::contended`.
 pub async fn contended(
     launch: &Launch,
-    server: SocketAddr,
+    server: Servers,
     sessions: usize,
     warm: Duration,
     measure: Duration,

@@ -10,6 +10,12 @@
 //! releases the N holds, and once the server shows its nodes and connection gone, the N lock
 //! paths (containers left empty) are deleted, so that the server's container sweeper has nothing
 //! to do during a later window.
+//!
+//! Then, on the three-server ensemble (issue 33; [`ensemble_cases`]): S sessions of one client,
+//! each holding H locks, all connected to one follower, idle; what they cost the leader and the
+//! follower (requests and CPU, per session per second) against a window just before with none of
+//! them. zk-lock's heartbeat is a `sync`, which the follower forwards to the leader;
+//! zookeeper-client's pings, the reference, the follower answers alone.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -67,6 +73,13 @@ const WARM_HELD: usize = 1000;
 /// The warm-up case's window.
 const WARM_WINDOW: Duration = Duration::from_secs(2);
 
+/// Whether the row has ensemble cases to run with these options.
+pub fn ensemble_wanted(opts: &crate::Opts) -> bool {
+    opts.idle_ensemble_sessions > 0
+        && !opts.idle_ensemble_held.is_empty()
+        && opts.clients.iter().any(|client| client.native().is_some())
+}
+
 pub async fn row(ctx: &mut Ctx<'_>) {
     // kazoo is not asked for (issue 22: zk-lock, zookeeper-client, Curator).
     let clients: Vec<ClientId> = ctx.opts.clients.iter().copied().filter(|c| *c != ClientId::Kazoo).collect();
@@ -105,6 +118,9 @@ pub async fn row(ctx: &mut Ctx<'_>) {
             );
             ctx.records.push(record);
         }
+    }
+    if ensemble_wanted(ctx.opts) {
+        ensemble_cases(ctx).await;
     }
 }
 
@@ -472,9 +488,15 @@ async fn wait_closed(server: SocketAddr, base: &Counters) -> Res<()> {
 /// empty, that the server would otherwise sweep (at most 10,000 a minute by default) during the
 /// windows that follow. A path already gone is fine.
 pub async fn delete_lock_paths(connect: &str, root: &str, n: usize) -> Res<()> {
+    let paths = (0..n).map(|i| format!("{root}/l{i}")).chain([format!("{root}/warm")]);
+    delete_paths(connect, paths, &[root.to_owned()]).await
+}
+
+/// Deletes `paths`, [`DELETES_IN_FLIGHT`] at a time, then `parents`, in order. A path already
+/// gone is fine.
+async fn delete_paths(connect: &str, mut paths: impl Iterator<Item = String>, parents: &[String]) -> Res<()> {
     let zk = native::connect_zk_client(connect).await?;
     let deadline = Instant::now() + CLEAN_LIMIT;
-    let mut paths = (0..n).map(|i| format!("{root}/l{i}")).chain([format!("{root}/warm")]);
     let mut tasks = JoinSet::new();
     loop {
         while tasks.len() < DELETES_IN_FLIGHT {
@@ -490,7 +512,9 @@ pub async fn delete_lock_paths(connect: &str, root: &str, n: usize) -> Res<()> {
             Err(_) => return Err(format!("deleting the lock paths took over {} s", CLEAN_LIMIT.as_secs())),
         }
     }
-    delete(&zk, root).await?;
+    for parent in parents {
+        delete(&zk, parent).await?;
+    }
     drop(zk);
     tokio::time::sleep(SETTLE).await;
     Ok(())
@@ -500,5 +524,325 @@ async fn delete(zk: &zookeeper_client::Client, path: &str) -> Res<()> {
     match zk.delete(path, None).await {
         Ok(()) | Err(zookeeper_client::Error::NoNode) => Ok(()),
         Err(e) => Err(format!("delete {path}: {e}")),
+    }
+}
+
+// ---- on the ensemble (issue 33) ------------------------------------------------------------
+
+/// Syncs sent through the follower before the ensemble cases, so that the follower's and the
+/// leader's JIT have compiled the `sync` path before a window counts their CPU.
+const SYNC_WARM: usize = 20_000;
+/// Syncs in flight at once during that warm-up.
+const SYNC_IN_FLIGHT: usize = 64;
+
+/// One member of the ensemble, as the ensemble cases read it.
+#[derive(Debug, Clone, Copy)]
+struct Member {
+    addr: SocketAddr,
+    /// Its JVM's pid; without it there is no CPU figure for it.
+    pid: Option<u32>,
+}
+
+/// The ensemble cases: for each H of `--idle-ensemble-held`, for zk-lock and zookeeper-client,
+/// `--idle-ensemble-sessions` sessions connected to a follower, each holding H locks, idle.
+/// Before them, unmeasured: [`SYNC_WARM`] syncs through the follower, and one short case per
+/// client (each session holding one lock), for the JIT of both servers.
+async fn ensemble_cases(ctx: &mut Ctx<'_>) {
+    let clients: Vec<ClientId> = ctx.opts.clients.iter().copied().filter(|c| c.native().is_some()).collect();
+    let sessions = ctx.opts.idle_ensemble_sessions;
+    let members = match crate::ensemble::get(ctx).await {
+        Ok(ensemble) => {
+            let follower = ensemble.follower();
+            let member = |i: usize| Member { addr: ensemble.members[i], pid: ensemble.pid(i) };
+            Ok((member(ensemble.leader), member(follower)))
+        }
+        Err(e) => Err(e),
+    };
+    let (leader, follower) = match members {
+        Ok(members) => members,
+        Err(e) => {
+            for &client in &clients {
+                let record = Record::failed("idle-ensemble", "-", client.name(), format!("ensemble: {e}"));
+                crate::log(&record, &[]);
+                ctx.records.push(record);
+            }
+            return;
+        }
+    };
+    eprintln!("bench: idle on the ensemble: {sessions} sessions per case, connected to a follower ({})", follower.addr);
+    if let Err(e) = warm_syncs(follower.addr, SYNC_WARM).await {
+        eprintln!("bench: idle ensemble sync warm-up: {e}");
+    }
+    for &client in &clients {
+        let Some(kind) = client.native() else { continue };
+        let root = crate::path_of(client, "idle-ensemble", "warm-up");
+        if let Err(e) = ensemble_case(kind, leader, follower, sessions, 1, &root, WARM_WINDOW, false).await {
+            eprintln!("bench: idle ensemble warm-up {}: {e}", client.name());
+        }
+    }
+    let length = whole_heartbeats(ctx.opts.idle_window);
+    for held in ctx.opts.idle_ensemble_held.clone() {
+        for &client in &clients {
+            let Some(kind) = client.native() else { continue };
+            let root = crate::path_of(client, "idle-ensemble", &format!("s{sessions}h{held}"));
+            let record = match ensemble_case(kind, leader, follower, sessions, held, &root, length, true).await {
+                Ok((result, cleaned)) => {
+                    let mut record = report::idle_ensemble(client.name(), &result);
+                    if let Err(e) = cleaned {
+                        let notes = record.note.take().into_iter().chain([format!("clean-up: {e}")]);
+                        record.note = Some(notes.collect::<Vec<_>>().join("; "));
+                    }
+                    record
+                }
+                Err(e) => Record::failed("idle-ensemble", report::idle_ensemble_case(sessions, held), client.name(), e),
+            };
+            crate::log(
+                &record,
+                &[
+                    ("locks_per_s", 0, "locks/s taken"),
+                    ("leader_requests_per_session_s", 3, "leader req/s per session"),
+                    ("leader_cpu_us_per_session_s", 1, "leader CPU µs/s per session"),
+                    ("follower_requests_per_session_s", 3, "follower req/s per session"),
+                    ("follower_cpu_us_per_session_s", 1, "follower CPU µs/s per session"),
+                ],
+            );
+            ctx.records.push(record);
+        }
+    }
+}
+
+/// `window` rounded up to a whole number of zk-lock heartbeat periods at [`SESSION`] (`T/9`).
+/// The sessions of a case connect within a fraction of a period, so their heartbeats are nearly
+/// in phase: a window of 4.5 periods counted 4 or 5 heartbeats from every session alike (0.8 or
+/// 1.0 requests/s per session for 0.9), a whole number of periods counts the same number from
+/// each whatever the phase.
+fn whole_heartbeats(window: Duration) -> Duration {
+    let period = SESSION / 9;
+    // A period is a whole number of nanoseconds short of T/9: allow for that, so that a window
+    // already a whole number of periods (20 s) is not rounded up one more.
+    let periods = (window.as_secs_f64() / period.as_secs_f64() - 1e-6).ceil().max(1.0);
+    period * periods as u32
+}
+
+/// `count` syncs of `/` on one session connected to `server`, [`SYNC_IN_FLIGHT`] at a time.
+async fn warm_syncs(server: SocketAddr, count: usize) -> Res<()> {
+    let zk = native::connect_zk_client(&server.to_string()).await?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut tasks = JoinSet::new();
+    let mut sent = 0;
+    loop {
+        while sent < count && tasks.len() < SYNC_IN_FLIGHT {
+            let zk = zk.clone();
+            tasks.spawn(async move { zk.sync("/").await.map_err(|e| format!("sync: {e}")) });
+            sent += 1;
+        }
+        match timeout_at(deadline, tasks.join_next()).await {
+            Ok(None) => return Ok(()),
+            Ok(Some(Ok(Ok(())))) => {}
+            Ok(Some(Ok(Err(e)))) => return Err(e),
+            Ok(Some(Err(e))) => return Err(e.to_string()),
+            Err(_) => return Err(format!("{count} syncs took over 120 s")),
+        }
+    }
+}
+
+/// One ensemble case: `sessions` sessions of `kind` on the follower, each holding `held` locks
+/// under `<root>/s<j>`; with `baseline`, also a window without them before they connect and
+/// one after they closed. The measured result and whether the lock paths were deleted after it.
+#[allow(clippy::too_many_arguments)]
+async fn ensemble_case(
+    kind: Native,
+    leader: Member,
+    follower: Member,
+    sessions: usize,
+    held: usize,
+    root: &str,
+    length: Duration,
+    baseline: bool,
+) -> Res<(Value, Res<()>)> {
+    let connect = follower.addr.to_string();
+    let base = Counters::read_async(follower.addr).await?;
+    let before = if baseline { Some(quiet_window(leader, follower, length, true).await?) } else { None };
+    let mut holders = Vec::with_capacity(sessions);
+    let outcome =
+        hold_many(&mut holders, kind, &connect, (leader, follower), sessions, held, root, length, &base).await;
+    for holder in holders {
+        holder.close().await;
+    }
+    let closed = wait_closed(follower.addr, &base).await;
+    let paths = (0..sessions).flat_map(|j| {
+        let session_root = format!("{root}/s{j}");
+        (0..held).map(move |i| format!("{session_root}/l{i}")).chain([format!("{root}/s{j}/warm")])
+    });
+    let parents: Vec<String> = (0..sessions).map(|j| format!("{root}/s{j}")).chain([root.to_owned()]).collect();
+    let cleaned = delete_paths(&connect, paths, &parents).await;
+    let mut result = outcome?;
+    closed?;
+    if let Some(before) = before {
+        result["base"] = before;
+        // And once more after the sessions closed: the figures per session are taken against
+        // the mean of the two, so that a drift of the members' own work does not land on them.
+        result["base_after"] = quiet_window(leader, follower, length, true).await?;
+    }
+    Ok((result, cleaned))
+}
+
+/// Connects the `sessions` holders, takes `held` locks on each, waits for the servers to
+/// settle, and measures the window.
+#[allow(clippy::too_many_arguments)]
+async fn hold_many(
+    holders: &mut Vec<Holder>,
+    kind: Native,
+    connect: &str,
+    (leader, follower): (Member, Member),
+    sessions: usize,
+    held: usize,
+    root: &str,
+    length: Duration,
+    base: &Counters,
+) -> Res<Value> {
+    for _ in 0..sessions {
+        holders.push(Holder::connect(kind, connect).await?);
+    }
+    for (j, holder) in holders.iter_mut().enumerate() {
+        holder.warm(&format!("{root}/s{j}")).await?;
+        holder.reserve(held);
+    }
+    // The warm-up locks' paths, left empty, would be swept by the leader's container manager
+    // (a delete each, in its request pipeline) during the window: deleted now instead.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    delete_paths(connect, (0..sessions).map(|j| format!("{root}/s{j}/warm")), &[]).await?;
+    let n = sessions * held;
+    let start = Instant::now();
+    let deadline = start + take_limit(n);
+    for (j, holder) in holders.iter_mut().enumerate() {
+        holder.take(&format!("{root}/s{j}"), held, deadline).await?;
+    }
+    let take = start.elapsed();
+    let server = Server { addr: follower.addr, pid: follower.pid };
+    let (settling, settled) = settle(server, std::process::id(), base, n).await?;
+    let window = quiet_window(leader, follower, length, false).await?;
+    Ok(json!({
+        "sessions": sessions,
+        "held_per_session": held,
+        "count": n,
+        "take_s": take.as_secs_f64(),
+        "settle_s": settling.as_secs_f64(),
+        "settled": settled,
+        "window": window,
+    }))
+}
+
+/// The leader's and the follower's counters and CPU at one moment.
+struct MembersReading {
+    leader: Counters,
+    follower: Counters,
+    leader_cpu: Option<Cpu>,
+    follower_cpu: Option<Cpu>,
+    at: std::time::Instant,
+}
+
+impl MembersReading {
+    /// Blocking. The counters are read before the CPU at the start of a window (`counters_first`)
+    /// and after it at its end, so that the CPU interval lies inside the counted one.
+    fn take(leader: Member, follower: Member, counters_first: bool) -> Res<MembersReading> {
+        let counters = || Ok::<_, String>((Counters::read(leader.addr)?, Counters::read(follower.addr)?));
+        let cpu = || {
+            let leader_cpu = leader.pid.map(Cpu::read).transpose()?;
+            let follower_cpu = follower.pid.map(Cpu::read).transpose()?;
+            Ok::<_, String>((leader_cpu, follower_cpu, std::time::Instant::now()))
+        };
+        let ((leader, follower), (leader_cpu, follower_cpu, at)) = if counters_first {
+            let counted = counters()?;
+            (counted, cpu()?)
+        } else {
+            let cpus = cpu()?;
+            (counters()?, cpus)
+        };
+        Ok(MembersReading { leader, follower, leader_cpu, follower_cpu, at })
+    }
+
+    async fn take_async(leader: Member, follower: Member, counters_first: bool) -> Res<MembersReading> {
+        tokio::task::spawn_blocking(move || MembersReading::take(leader, follower, counters_first))
+            .await
+            .map_err(|e| e.to_string())?
+    }
+}
+
+/// Waits (bounded by [`SETTLE_LIMIT`]) until neither the leader nor the follower wrote more than
+/// [`QUIET_FILES`] in [`STILL`] (a snapshot, which the take's or the clean-up's transactions may
+/// start, is done; their sockets' idle traffic is far less) and, for a window without the
+/// sessions (`idle_leader`), the leader handled no request in it (a clean-up's or the container
+/// manager's deletes are over), then measures a window. The window's `quiet` says whether they
+/// were.
+async fn quiet_window(leader: Member, follower: Member, length: Duration, idle_leader: bool) -> Res<Value> {
+    let start = Instant::now();
+    let written = move || [leader.pid.and_then(written), follower.pid.and_then(written)];
+    let quiet = loop {
+        // No four-letter word between the two readings of what they wrote: its answer (`mntr`'s
+        // is over 16 KB) is not a file write.
+        let queued = Counters::read_async(leader.addr).await?.queued;
+        let first = written();
+        tokio::time::sleep(STILL).await;
+        let second = written();
+        let still = !idle_leader || Counters::read_async(leader.addr).await?.queued == queued;
+        let calm = first.iter().zip(&second).all(|(a, b)| match (a, b) {
+            (Some(a), Some(b)) => b.saturating_sub(*a) <= QUIET_FILES,
+            _ => true,
+        });
+        if calm && still {
+            break true;
+        }
+        if start.elapsed() >= SETTLE_LIMIT {
+            break false;
+        }
+    };
+    let mut result = members_window(leader, follower, length).await?;
+    result["quiet"] = json!(quiet);
+    Ok(result)
+}
+
+/// A window of `length` on the ensemble: what the leader and the follower received and spent.
+async fn members_window(leader: Member, follower: Member, length: Duration) -> Res<Value> {
+    let first = MembersReading::take_async(leader, follower, true).await?;
+    tokio::time::sleep(length).await;
+    let last = MembersReading::take_async(leader, follower, false).await?;
+    let at_follower = last.follower.since(&first.follower);
+    let mut result = json!({
+        "window_s": (last.at - first.at).as_secs_f64(),
+        // What entered the leader's request pipeline: the syncs (and writes) its followers
+        // forwarded, and its own clients' requests.
+        "leader_requests": last.leader.queued.saturating_sub(first.leader.queued),
+        // Requests from clients connected to the leader itself (none of ours are).
+        "leader_received": last.leader.since(&first.leader).packets,
+        "follower_requests": at_follower.packets,
+        "follower_writes": at_follower.writes,
+        "follower_reads": at_follower.reads,
+        "znodes_changed": last.follower.znodes as f64 - first.follower.znodes as f64,
+        "follower_watches_changed": last.follower.watches as f64 - first.follower.watches as f64,
+    });
+    for (key, first, last) in [
+        ("leader_cpu_s", &first.leader_cpu, &last.leader_cpu),
+        ("follower_cpu_s", &first.follower_cpu, &last.follower_cpu),
+    ] {
+        if let (Some(first), Some(last)) = (first, last) {
+            result[key] = json!(last.since(first).as_secs_f64());
+        }
+    }
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::whole_heartbeats;
+
+    #[test]
+    fn windows_are_whole_heartbeat_periods() {
+        let period = Duration::from_secs(10) / 9;
+        assert_eq!(whole_heartbeats(Duration::from_secs(20)), period * 18);
+        assert_eq!(whole_heartbeats(Duration::from_secs(5)), period * 5);
+        assert_eq!(whole_heartbeats(Duration::from_millis(1)), period);
     }
 }

@@ -19,14 +19,19 @@
 //! `partition` (a holder cut off from the server: when it is told, when another session is
 //! granted the lock), `idle` (one session holding N locks on N paths, idle: what it costs the
 //! server and the client, `idle.rs`), `many-paths` (T tasks of one session, each on a path of
-//! its own: locks/s, and the CPU share of each thread, `many_paths.rs`). Request
-//! counts come from the server's own counters (`mntr`), read around each client's measurement.
+//! its own: locks/s, and the CPU share of each thread, `many_paths.rs`); and on a three-server
+//! ensemble (`ensemble.rs`), clients given all three members as users connect:
+//! `uncontended-ensemble`, `contended-processes-ensemble`, and the idle row's ensemble cases
+//! (what idle sessions connected to a follower cost the leader: their heartbeat is a `sync`,
+//! which the follower forwards to it). Request counts come from the servers' own counters
+//! (`mntr`), read around each client's measurement.
 //! The Curator and kazoo peers (`bench/java/CuratorBench.java`, `bench/kazoo_bench.py`)
 //! measure themselves and print raw samples; every statistic is computed here, with the same code.
 //! See docs/benchmarks.md for the method and the numbers.
 
 mod alloc;
 mod contender;
+mod ensemble;
 mod idle;
 mod many_paths;
 mod native;
@@ -49,6 +54,7 @@ use native::{Native, Plan, Recipe};
 use peer::{Measured, Peer, Queued};
 use report::Record;
 use rounds::{turn, Totals};
+use stats::Servers;
 
 #[global_allocator]
 static ALLOCATOR: alloc::Counting = alloc::Counting;
@@ -56,14 +62,17 @@ static ALLOCATOR: alloc::Counting = alloc::Counting;
 const USAGE: &str = "\
 usage: bench [--quick] [--rows LIST] [--clients LIST] [--out PATH]
              [--cycles N] [--warmup N] [--measure-secs S] [--idle-held LIST] [--idle-secs S]
-             [--many-paths LIST]
+             [--many-paths LIST] [--idle-ensemble-sessions N] [--idle-ensemble-held LIST]
        bench --median [--out PATH] REPORT.json...
 
-  --quick           a smoke run (~2 minutes, ~2.5 more for the idle row): fewer cycles,
-                    shorter windows, smaller queues, 2 partition trials, idle up to 10,000
+  --quick           a smoke run (~2 minutes, ~2.5 more for the idle row, ~4 for the
+                    ensemble): fewer cycles, shorter windows, smaller queues, 2 partition
+                    trials, idle up to 10,000
   --rows LIST       comma-separated: floor,uncontended,contended,contended-tasks,
                     contended-processes,contended-processes-mt,drain,memory,partition,
-                    idle,many-paths (default: all)
+                    idle,many-paths,uncontended-ensemble,contended-processes-ensemble
+                    (default: all; the -ensemble rows, and the idle row's ensemble cases, on
+                    a three-server ensemble started for them)
   --clients LIST    comma-separated: zk-lock,zookeeper-client,curator,kazoo (default: all)
   --out PATH        where to write the JSON report (default: target/bench/results.json)
   --cycles N        measured operations per floor/uncontended case (default 1000, quick 200)
@@ -73,6 +82,13 @@ usage: bench [--quick] [--rows LIST] [--clients LIST] [--out PATH]
   --idle-held LIST  locks held by one session in the idle row, comma-separated
                     (default 1,1000,10000,100000, quick 1,1000,10000)
   --idle-secs S     idle window of each idle case (default 20, quick 5)
+  --idle-ensemble-sessions N
+                    sessions of each client (zk-lock, zookeeper-client) connected to a
+                    follower of the ensemble in the idle row's ensemble cases (default 100,
+                    quick 50; 0: no ensemble cases)
+  --idle-ensemble-held LIST
+                    locks each of those sessions holds, comma-separated (default 1,1000,
+                    quick 1,100)
   --many-paths LIST tasks of one session in the many-paths row, each on its own path,
                     comma-separated (default 64,1024, quick 64,256)
   --median          instead of measuring, print (and with --out write) the medians of the
@@ -94,9 +110,22 @@ enum Row {
     Partition,
     Idle,
     ManyPaths,
+    UncontendedEnsemble,
+    ContendedProcessesEnsemble,
 }
 
-const ROWS: [(&str, Row); 11] = [
+impl Row {
+    /// Whether the row runs on the ensemble (the idle row: its ensemble cases).
+    fn on_ensemble(self, opts: &Opts) -> bool {
+        match self {
+            Row::UncontendedEnsemble | Row::ContendedProcessesEnsemble => true,
+            Row::Idle => idle::ensemble_wanted(opts),
+            _ => false,
+        }
+    }
+}
+
+const ROWS: [(&str, Row); 13] = [
     ("floor", Row::Floor),
     ("uncontended", Row::Uncontended),
     ("contended", Row::Contended),
@@ -108,6 +137,8 @@ const ROWS: [(&str, Row); 11] = [
     ("partition", Row::Partition),
     ("idle", Row::Idle),
     ("many-paths", Row::ManyPaths),
+    ("uncontended-ensemble", Row::UncontendedEnsemble),
+    ("contended-processes-ensemble", Row::ContendedProcessesEnsemble),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,6 +193,10 @@ struct Opts {
     idle_held: Vec<usize>,
     /// The idle row's window.
     idle_window: Duration,
+    /// Sessions of each client in the idle row's ensemble cases (0: none).
+    idle_ensemble_sessions: usize,
+    /// Locks each of those sessions holds, one case each.
+    idle_ensemble_held: Vec<usize>,
     /// Tasks of one session in each case of the many-paths row.
     many_paths: Vec<usize>,
     /// The floor and uncontended rows run in this many rounds, the clients taking turns, so
@@ -199,6 +234,8 @@ impl Opts {
             partition_trials: if quick { 2 } else { 5 },
             idle_held: if quick { vec![1, 1000, 10_000] } else { vec![1, 1000, 10_000, 100_000] },
             idle_window: Duration::from_secs(if quick { 5 } else { 20 }),
+            idle_ensemble_sessions: if quick { 50 } else { 100 },
+            idle_ensemble_held: if quick { vec![1, 100] } else { vec![1, 1000] },
             many_paths: if quick { vec![64, 256] } else { vec![64, 1024] },
             rounds: if quick { 1 } else { 3 },
             server_warmup: if quick { 2000 } else { 8000 },
@@ -222,6 +259,16 @@ impl Opts {
                 "--idle-held" => {
                     let list = value("--idle-held")?;
                     opts.idle_held = list.split(',').map(|n| positive(n, "--idle-held")).collect::<Result<_, _>>()?;
+                }
+                "--idle-ensemble-sessions" => {
+                    let text = value("--idle-ensemble-sessions")?;
+                    opts.idle_ensemble_sessions =
+                        text.parse().map_err(|_| format!("`--idle-ensemble-sessions` needs a number, not `{text}`"))?;
+                }
+                "--idle-ensemble-held" => {
+                    let list = value("--idle-ensemble-held")?;
+                    opts.idle_ensemble_held =
+                        list.split(',').map(|n| positive(n, "--idle-ensemble-held")).collect::<Result<_, _>>()?;
                 }
                 "--many-paths" => {
                     let list = value("--many-paths")?;
@@ -416,12 +463,20 @@ fn is_tmpfs(path: &Path) -> bool {
 /// Everything a run needs.
 struct Ctx<'a> {
     opts: &'a Opts,
+    /// The connect string the rows' clients use: the standalone server's, or while an
+    /// `-ensemble` row runs, the ensemble's (see [`ensemble::on_ensemble`]).
     connect: String,
+    /// The standalone server.
     server: std::net::SocketAddr,
+    /// Where the rows that run on either count requests: the standalone server, or while an
+    /// `-ensemble` row runs, every member of the ensemble.
+    counted: Servers,
     /// The server JVM's pid, for its CPU time.
     server_pid: Option<u32>,
     curator: Result<Peer, String>,
     kazoo: Result<Peer, String>,
+    /// The ensemble, once a row needed it (and until no next row does).
+    ensemble: Option<Result<ensemble::Ensemble, String>>,
     records: Vec<Record>,
 }
 
@@ -462,12 +517,21 @@ async fn run(opts: &Opts, server: &TestingServer, data: (PathBuf, bool)) -> Exit
     if let Err(e) = native::warm_server(&connect, opts.server_warmup, Duration::from_secs(30)).await {
         eprintln!("bench: server warm-up failed: {e}");
     }
-    let mut ctx =
-        Ctx { opts, connect, server: server.addr(), server_pid: server.pid(), curator, kazoo, records: Vec::new() };
-    for row in &opts.rows {
+    let mut ctx = Ctx {
+        opts,
+        connect,
+        server: server.addr(),
+        counted: server.addr().into(),
+        server_pid: server.pid(),
+        curator,
+        kazoo,
+        ensemble: None,
+        records: Vec::new(),
+    };
+    for (i, row) in opts.rows.iter().enumerate() {
         match row {
             Row::Floor => floor_row(&mut ctx).await,
-            Row::Uncontended => uncontended_row(&mut ctx).await,
+            Row::Uncontended => uncontended_row(&mut ctx, "uncontended").await,
             Row::Contended => contended_row(&mut ctx, "contended").await,
             Row::ContendedTasks => contended_row(&mut ctx, "contended-tasks").await,
             Row::ContendedProcesses => {
@@ -481,6 +545,27 @@ async fn run(opts: &Opts, server: &TestingServer, data: (PathBuf, bool)) -> Exit
             Row::Partition => partition_row(&mut ctx).await,
             Row::Idle => idle::row(&mut ctx).await,
             Row::ManyPaths => many_paths::row(&mut ctx).await,
+            Row::UncontendedEnsemble => {
+                ensemble::on_ensemble(&mut ctx, "uncontended-ensemble", async |ctx| {
+                    uncontended_row(ctx, "uncontended-ensemble").await
+                })
+                .await
+            }
+            Row::ContendedProcessesEnsemble => {
+                ensemble::on_ensemble(&mut ctx, "contended-processes-ensemble", async |ctx| {
+                    let flavour = contender::Flavour::CurrentThread;
+                    contended_processes_row(ctx, "contended-processes-ensemble", flavour).await
+                })
+                .await
+            }
+        }
+        // The ensemble's servers stay up only while the next row needs them: the standalone
+        // rows run without three more JVMs on the machine.
+        let next = opts.rows.get(i + 1).copied();
+        if next.is_none_or(|next| !next.on_ensemble(opts)) {
+            if let Some(Ok(ensemble)) = ctx.ensemble.take() {
+                ensemble.stop().await;
+            }
         }
     }
     let Ctx { curator, kazoo, records, .. } = ctx;
@@ -532,8 +617,8 @@ async fn on_peer(
     queued: Option<Queued>,
     timeout: Duration,
 ) -> Result<Measured, String> {
-    let server = ctx.server;
-    peer_of(ctx, client)?.measure(&command, server, queued, timeout).await
+    let counted = ctx.counted;
+    peer_of(ctx, client)?.measure(&command, counted, queued, timeout).await
 }
 
 /// The peer of `client`, or why there is none.
@@ -634,12 +719,13 @@ const UNCONTENDED: [(&str, &str, Option<Recipe>, Option<&str>); 8] = [
 /// One round of one uncontended case for one client; `None` if the client has no such recipe.
 async fn uncontended_once(
     ctx: &mut Ctx<'_>,
+    section: &str,
     client: ClientId,
     case: usize,
     plan: Plan,
 ) -> Option<Result<Measured, String>> {
     let (_, slug, recipe, word) = UNCONTENDED[case];
-    let path = path_of(client, "uncontended", slug);
+    let path = path_of(client, section, slug);
     Some(match (client.native(), recipe, word) {
         (
             Some(Native::ZkClient),
@@ -655,7 +741,9 @@ async fn uncontended_once(
             _,
         ) => return None,
         (Some(Native::ZkLock), None, _) => return None,
-        (Some(kind), Some(recipe), _) => native::uncontended(kind, recipe, &ctx.connect, ctx.server, &path, plan).await,
+        (Some(kind), Some(recipe), _) => {
+            native::uncontended(kind, recipe, &ctx.connect, ctx.counted, &path, plan).await
+        }
         (None, _, Some(word)) => {
             let command = format!("uncontended {word} {path} {} {} {}", plan.warm, plan.n, ms(plan.budget));
             on_peer(ctx, client, command, None, plan.budget + Duration::from_secs(60)).await
@@ -664,9 +752,13 @@ async fn uncontended_once(
     })
 }
 
-async fn uncontended_row(ctx: &mut Ctx<'_>) {
+/// The `uncontended` row, or (`section` `uncontended-ensemble`) the same on the ensemble.
+async fn uncontended_row(ctx: &mut Ctx<'_>, section: &'static str) {
     let clients = ctx.opts.clients.clone();
-    let rounds = ctx.opts.rounds;
+    // On the ensemble each round's session lands on a member at random: at least three rounds,
+    // so that a client's cell is unlikely to see one placement only.
+    let on_ensemble = section == "uncontended-ensemble";
+    let rounds = if on_ensemble { ctx.opts.rounds.max(ensemble::MIN_ROUNDS) } else { ctx.opts.rounds };
     let mut totals = Totals::new((0..UNCONTENDED.len()).flat_map(|case| clients.iter().map(move |c| (case, *c))));
     for round in 0..rounds {
         let plan = round_plan(ctx.opts.plan, rounds, round);
@@ -677,9 +769,11 @@ async fn uncontended_row(ctx: &mut Ctx<'_>) {
                 }
                 // The hand-written and annotated functions are measured together, in turn.
                 if client.native() == Some(Native::ZkLock) && recipe == Some(Recipe::HandWritten) {
-                    let path = path_of(client, "uncontended", "fn-pair");
-                    match native::annotated_and_by_hand(&ctx.connect, ctx.server, &path, plan).await {
-                        Ok([by_hand, annotated]) => {
+                    let path = path_of(client, section, "fn-pair");
+                    match native::annotated_and_by_hand(&ctx.connect, ctx.counted, &path, plan).await {
+                        Ok([mut by_hand, mut annotated]) => {
+                            ensemble::tag_placement(&mut by_hand);
+                            ensemble::tag_placement(&mut annotated);
                             totals.add((case, client), Ok(by_hand));
                             totals.add((case + 1, client), Ok(annotated));
                         }
@@ -693,7 +787,10 @@ async fn uncontended_row(ctx: &mut Ctx<'_>) {
                 if client.native() == Some(Native::ZkLock) && recipe == Some(Recipe::Annotated) {
                     continue;
                 }
-                if let Some(measured) = uncontended_once(ctx, client, case, plan).await {
+                if let Some(mut measured) = uncontended_once(ctx, section, client, case, plan).await {
+                    if let Ok(measured) = measured.as_mut() {
+                        ensemble::tag_placement(measured);
+                    }
                     totals.add((case, client), measured);
                 }
             }
@@ -702,8 +799,8 @@ async fn uncontended_row(ctx: &mut Ctx<'_>) {
     for ((case, client), total) in totals.measured() {
         let label = UNCONTENDED[case].0;
         let record = match total {
-            Ok(m) => report::uncontended(client.name(), label, &m),
-            Err(e) => Record::failed("uncontended", label, client.name(), e),
+            Ok(m) => report::uncontended(section, client.name(), label, &m),
+            Err(e) => Record::failed(section, label, client.name(), e),
         };
         log(&record, &[("cycle_p50_us", 0, "µs cycle p50"), ("requests_per_op", 2, "requests/cycle")]);
         ctx.records.push(record);
@@ -752,7 +849,7 @@ async fn contended_processes_row(ctx: &mut Ctx<'_>, section: &'static str, flavo
                 None if client == ClientId::Curator => peer::curator_contender(&ctx.connect, &path, &work).await,
                 None => peer::kazoo_contender(&ctx.connect, &path, &work).await,
             };
-            contender::contended(&launch?, ctx.server, sessions, warm, measure).await
+            contender::contended(&launch?, ctx.counted, sessions, warm, measure).await
         })
         .await;
     }
@@ -961,6 +1058,9 @@ fn parameters(opts: &Opts) -> Value {
         "idle_window_s": opts.idle_window.as_secs_f64(),
         "idle_session_timeout_s": idle::SESSION.as_secs_f64(),
         "idle_in_flight": idle::IN_FLIGHT,
+        "idle_ensemble_sessions": opts.idle_ensemble_sessions,
+        "idle_ensemble_held_per_session": opts.idle_ensemble_held,
+        "ensemble_servers": ensemble::SIZE,
         "many_paths_tasks": opts.many_paths,
     })
 }

@@ -496,7 +496,7 @@ mod tests {
                 {"name": "bench", "cpu_ns": 10_000_000u64},
             ],
         });
-        let requests = Requests { packets: 4500, writes: 3000, reads: 1500 };
+        let requests = Requests { packets: 4500, writes: 3000, reads: 1500, at_leader: None };
         let r = record("zk-lock", 64, &Measured { result, requests, queued: true });
         assert_eq!(r.get("locks_per_s"), Some(500.0));
         assert_eq!(r.get("requests_per_op"), Some(3.0));

@@ -14,7 +14,7 @@ use zookeeper_client::{Acls, CreateMode, LockClient, LockOptions, LockPrefix};
 
 use crate::alloc::live_bytes;
 use crate::peer::{wait_queued, Measured, Queued};
-use crate::stats::Counters;
+use crate::stats::{Counters, Servers};
 
 /// Session timeout of every benchmark session: long, so that pings stay out of the counts.
 pub const SESSION_TIMEOUT: Duration = Duration::from_secs(60);
@@ -85,7 +85,7 @@ async fn annotated_client(connect: &str, path: &str) -> Res<(zk_lock::Client, St
 /// attribute's overhead is a few percent at most, less than the drift between two loops run one
 /// after the other). Returns the hand-written calls, then the annotated ones; the server's
 /// request count of the loop is split evenly between them (both send the same requests).
-pub async fn annotated_and_by_hand(connect: &str, server: SocketAddr, path: &str, plan: Plan) -> Res<[Measured; 2]> {
+pub async fn annotated_and_by_hand(connect: &str, server: Servers, path: &str, plan: Plan) -> Res<[Measured; 2]> {
     let (client, tag) = annotated_client(connect, path).await?;
     for _ in 0..plan.warm {
         annotated(&tag).await.map_err(err("call"))?;
@@ -114,8 +114,7 @@ pub async fn annotated_and_by_hand(connect: &str, server: SocketAddr, path: &str
     let after = Counters::read_async(server).await?;
     drop(client);
     tokio::time::sleep(SETTLE).await;
-    let total = after.since(&before);
-    let half = crate::stats::Requests { packets: total.packets / 2, writes: total.writes / 2, reads: total.reads / 2 };
+    let half = after.since(&before).divided(2);
     let measured = |calls: Vec<f64>| Measured {
         result: json!({
             "ops": calls.len(),
@@ -273,7 +272,7 @@ pub struct Plan {
 
 /// Acquire + release cycles on one path with nobody else around.
 async fn cycles<T>(
-    server: SocketAddr,
+    server: Servers,
     plan: Plan,
     acquire: impl AsyncFn() -> Res<T>,
     release: impl AsyncFn(T) -> Res<()>,
@@ -283,7 +282,7 @@ async fn cycles<T>(
 
 /// [`cycles`] with an untimed step between two cycles.
 async fn cycles_apart<T>(
-    server: SocketAddr,
+    server: Servers,
     plan: Plan,
     acquire: impl AsyncFn() -> Res<T>,
     release: impl AsyncFn(T) -> Res<()>,
@@ -325,7 +324,7 @@ pub async fn uncontended(
     kind: Native,
     recipe: Recipe,
     connect: &str,
-    server: SocketAddr,
+    server: Servers,
     path: &str,
     plan: Plan,
 ) -> Res<Measured> {

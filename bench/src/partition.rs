@@ -4,7 +4,7 @@
 //! One trial, for each client: a holder session connected through a [`Proxy`] takes the lock at
 //! a fresh path; a second session, connected to the server directly, waits for the same lock
 //! (the bench waits, watching the lock's children, until its node is queued); then the proxy
-//! drops every byte both ways, at t0. Measured in milliseconds after t0: when the holder is
+//! holds back every byte both ways, at t0. Measured in milliseconds after t0: when the holder is
 //! *told* (the signal its library gives, [`signals`]), when the other session is *granted* the
 //! lock, and the library's other signal if it has one. Every wait ends at t0 + [`DEADLINE`]:
 //! what did not happen by then is `None`. zk-lock and zookeeper-client run in this process;

@@ -3,7 +3,6 @@
 //! `bench/java/CuratorBench.java`.
 
 use std::ffi::OsString;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -16,7 +15,7 @@ use tokio::time::{timeout_at, Instant};
 use zk_lock::testing::{compile_curator_program, python_with_kazoo, JavaProgram};
 
 use crate::contender::Launch;
-use crate::stats::{Counters, Requests};
+use crate::stats::{Counters, Requests, Servers};
 
 const JAVA_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/java/CuratorBench.java");
 const KAZOO_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/kazoo_bench.py");
@@ -65,8 +64,17 @@ pub struct Measured {
 }
 
 /// The numbers of a result that rounds of one measurement add up: counts, durations, CPU time.
-const ADDED_UP: [&str; 7] =
-    ["ops", "elapsed_s", "measure_s", "grants_measured", "grants_total", "violations", "client_cpu_us"];
+const ADDED_UP: [&str; 9] = [
+    "ops",
+    "elapsed_s",
+    "measure_s",
+    "grants_measured",
+    "grants_total",
+    "violations",
+    "client_cpu_us",
+    "rounds_on_leader",
+    "rounds_on_follower",
+];
 
 impl Measured {
     /// Adds another round of the same measurement: samples are appended, operation counts,
@@ -143,7 +151,7 @@ impl Peer {
     pub async fn measure(
         &mut self,
         command: &str,
-        server: SocketAddr,
+        server: Servers,
         queued: Option<Queued>,
         run_timeout: Duration,
     ) -> Result<Measured, String> {
@@ -289,7 +297,8 @@ fn contender_log(work: &Path, name: &str) -> Result<PathBuf, String> {
 
 /// Waits until the server shows `queued` more ephemeral nodes and watches than `base`. `false`
 /// if it did not within the timeout (the measurement then goes on, flagged).
-pub async fn wait_queued(server: SocketAddr, base: &Counters, queued: Queued) -> Result<bool, String> {
+pub async fn wait_queued(server: impl Into<Servers>, base: &Counters, queued: Queued) -> Result<bool, String> {
+    let server = server.into();
     let deadline = Instant::now() + queued.timeout;
     loop {
         let now = Counters::read_async(server).await?;

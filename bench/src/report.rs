@@ -42,11 +42,20 @@ impl Record {
         self.set(format!("{prefix}_max_us"), summary.max);
     }
 
+    /// Requests per operation, all servers together; on an ensemble also those the leader
+    /// handled per operation (its own clients' and what the followers forwarded) and the share
+    /// of the clients' requests that went to the leader directly (sessions connected to it).
     pub fn requests(&mut self, requests: Requests, per: f64) {
         if per > 0.0 {
             self.set("requests_per_op", requests.packets as f64 / per);
             self.set("writes_per_op", requests.writes as f64 / per);
             self.set("reads_per_op", requests.reads as f64 / per);
+            if let Some(at) = requests.at_leader {
+                self.set("leader_requests_per_op", at.handled as f64 / per);
+                if requests.packets > 0 {
+                    self.set("on_leader_share", at.received as f64 / requests.packets as f64);
+                }
+            }
         }
     }
 
@@ -97,8 +106,9 @@ pub fn floor(client: &'static str, m: &Measured) -> Record {
     record
 }
 
-pub fn uncontended(client: &'static str, case: &str, m: &Measured) -> Record {
-    let mut record = Record::new("uncontended", case, client);
+/// An `uncontended` or `uncontended-ensemble` cell.
+pub fn uncontended(section: &'static str, client: &'static str, case: &str, m: &Measured) -> Record {
+    let mut record = Record::new(section, case, client);
     let ops = m.result["ops"].as_f64().unwrap_or(0.0);
     let elapsed = m.result["elapsed_s"].as_f64().unwrap_or(f64::NAN);
     record.set("n", ops);
@@ -106,6 +116,18 @@ pub fn uncontended(client: &'static str, case: &str, m: &Measured) -> Record {
     record.summary("cycle", Summary::of(&samples(&m.result, "cycle_us")));
     record.set("ops_per_s", ops / elapsed);
     record.requests(m.requests, ops);
+    // On the ensemble: the rounds whose session was on the leader, and those on a follower.
+    for place in ["leader", "follower"] {
+        let cycles = samples(&m.result, &format!("cycle_on_{place}_us"));
+        if !cycles.is_empty() {
+            record.set(format!("rounds_on_{place}"), m.result[format!("rounds_on_{place}")].as_f64().unwrap_or(0.0));
+            record.summary(&format!("cycle_on_{place}"), Summary::of(&cycles));
+            record.summary(
+                &format!("acquire_on_{place}"),
+                Summary::of(&samples(&m.result, &format!("acquire_on_{place}_us"))),
+            );
+        }
+    }
     record
 }
 
@@ -248,6 +270,118 @@ pub fn idle(client: &'static str, held: usize, result: &Value) -> Record {
     record
 }
 
+/// The case name of an `idle-ensemble` cell.
+pub fn idle_ensemble_case(sessions: usize, held: usize) -> String {
+    format!("S={sessions}, H={held}")
+}
+
+/// An `idle-ensemble` cell: S sessions connected to a follower, each holding H locks, idle. The
+/// leader's and the follower's requests and CPU over the window, the same over a window just
+/// before it without those sessions (`base_`), and the difference per session.
+pub fn idle_ensemble(client: &'static str, result: &Value) -> Record {
+    let number = |value: &Value, key: &str| value[key].as_f64();
+    let sessions = number(result, "sessions").unwrap_or(f64::NAN);
+    let held = number(result, "held_per_session").unwrap_or(f64::NAN);
+    let mut record = Record::new("idle-ensemble", idle_ensemble_case(sessions as usize, held as usize), client);
+    let count = number(result, "count").unwrap_or(0.0);
+    record.set("sessions", sessions);
+    record.set("held_per_session", held);
+    record.set("held", count);
+    if let Some(take) = number(result, "take_s") {
+        record.set("take_s", take);
+        record.set("locks_per_s", count / take);
+    }
+    if let Some(settle) = number(result, "settle_s") {
+        record.set("settle_s", settle);
+    }
+    let rates = [
+        ("leader_requests", "leader_requests_per_s", 1.0),
+        ("leader_received", "leader_received_per_s", 1.0),
+        ("follower_requests", "follower_requests_per_s", 1.0),
+        ("follower_writes", "follower_writes_per_s", 1.0),
+        ("follower_reads", "follower_reads_per_s", 1.0),
+        ("leader_cpu_s", "leader_cpu_ms_per_s", 1000.0),
+        ("follower_cpu_s", "follower_cpu_ms_per_s", 1000.0),
+    ];
+    let windows = [(&result["window"], ""), (&result["base"], "base_before_"), (&result["base_after"], "base_after_")];
+    for (window, prefix) in windows {
+        let seconds = number(window, "window_s").unwrap_or(f64::NAN);
+        if window.is_object() {
+            record.set(format!("{prefix}window_s"), seconds);
+        }
+        for (key, rate, scale) in rates {
+            if let Some(total) = number(window, key) {
+                record.set(format!("{prefix}{rate}"), total * scale / seconds);
+            }
+        }
+    }
+    // Without the sessions: the mean of the windows before and after them (or the one there is).
+    for (_, rate, _) in rates {
+        let around: Vec<f64> =
+            ["base_before_", "base_after_"].iter().filter_map(|p| record.get(&format!("{p}{rate}"))).collect();
+        if !around.is_empty() {
+            record.set(format!("base_{rate}"), around.iter().sum::<f64>() / around.len() as f64);
+        }
+    }
+    // Per session: what the window had beyond the windows without the sessions.
+    let net = |rate: &str| record.get(rate).zip(record.get(&format!("base_{rate}"))).map(|(with, base)| with - base);
+    let per_session = [
+        ("leader_requests_per_s", "leader_requests_per_session_s", 1.0),
+        ("follower_requests_per_s", "follower_requests_per_session_s", 1.0),
+        ("leader_cpu_ms_per_s", "leader_cpu_us_per_session_s", 1000.0),
+        ("follower_cpu_ms_per_s", "follower_cpu_us_per_session_s", 1000.0),
+    ];
+    let mut derived = Vec::new();
+    for (rate, key, scale) in per_session {
+        if let Some(extra) = net(rate) {
+            derived.push((key, extra * scale / sessions));
+        }
+    }
+    // CPU per request, where the sessions sent any.
+    for (who, requests) in [("leader", "leader_requests_per_s"), ("follower", "follower_requests_per_s")] {
+        let cpu = net(&format!("{who}_cpu_ms_per_s"));
+        if let (Some(cpu), Some(requests)) = (cpu, net(requests).filter(|r| *r >= 1.0)) {
+            derived.push((
+                if who == "leader" { "leader_cpu_us_per_request" } else { "follower_cpu_us_per_request" },
+                cpu * 1000.0 / requests,
+            ));
+        }
+    }
+    for (key, value) in derived {
+        record.set(key, value);
+    }
+    let mut notes = Vec::new();
+    if count < sessions * held {
+        notes.push(format!("only {count} of {} locks taken", sessions * held));
+    }
+    if result["settled"] == false {
+        notes.push("the follower's watch or ephemeral counts were still moving when the window began".to_owned());
+    }
+    for (key, what) in [("window", "the window"), ("base", "the window before"), ("base_after", "the window after")] {
+        if result[key]["quiet"] == false {
+            notes.push(format!(
+                "a member was still writing to files, or the leader handling requests, when {what} began"
+            ));
+        }
+    }
+    if number(&result["window"], "znodes_changed").is_some_and(|changed| changed != 0.0) {
+        notes.push(format!(
+            "the node count changed by {} in the window",
+            number(&result["window"], "znodes_changed").unwrap_or(0.0)
+        ));
+    }
+    if number(&result["window"], "leader_cpu_s").is_none() || number(&result["window"], "follower_cpu_s").is_none() {
+        notes.push("no pid of a member: no CPU".to_owned());
+    }
+    if !result["base"].is_object() {
+        notes.push("no window without the sessions: nothing per session".to_owned());
+    }
+    if !notes.is_empty() {
+        record.note = Some(notes.join("; "));
+    }
+    record
+}
+
 /// A `partition` cell: the trials' median and worst of each time, in ms after the cut. A signal that
 /// did not come within the deadline counts as infinitely late, so a median or worst that is "never"
 /// is left out of the metrics (the counts say how many trials saw it).
@@ -325,6 +459,14 @@ pub fn fmt(value: Option<f64>, decimals: usize) -> String {
 /// The metrics `keys` of `record`, in whole numbers.
 pub fn whole(record: &Record, keys: &[&str]) -> Vec<String> {
     keys.iter().map(|key| fmt(record.get(key), 0)).collect()
+}
+
+/// The leader's requests per operation and the share of requests sent to it directly.
+fn leader_cells(record: &Record) -> [String; 2] {
+    [
+        fmt(record.get("leader_requests_per_op"), 2),
+        record.get("on_leader_share").map_or_else(|| "-".to_owned(), |share| format!("{:.0}%", share * 100.0)),
+    ]
 }
 
 /// `4.00 (2.00w + 2.00r)`.
@@ -456,6 +598,49 @@ pub fn print_tables(records: &[Record]) {
         &header,
         rows,
     );
+    let header = [
+        "case",
+        "client",
+        "n",
+        "acquire p50",
+        "cycle p50",
+        "cycle p99",
+        "cycle p50, session on a follower",
+        "cycle p50, on the leader",
+        "rounds on a follower / leader",
+        "cycles/s",
+        "req/cycle",
+        "leader req/cycle",
+        "on leader",
+        "note",
+    ];
+    let rows = table_rows(section("uncontended-ensemble"), &header, |r| {
+        let mut cells = whole(
+            r,
+            &[
+                "n",
+                "acquire_p50_us",
+                "cycle_p50_us",
+                "cycle_p99_us",
+                "cycle_on_follower_p50_us",
+                "cycle_on_leader_p50_us",
+            ],
+        );
+        let rounds = |place: &str| fmt(r.get(&format!("rounds_on_{place}")).or(Some(0.0)), 0);
+        cells.push(format!("{} / {}", rounds("follower"), rounds("leader")));
+        cells.push(fmt(r.get("ops_per_s"), 0));
+        cells.push(fmt_requests(r));
+        cells.extend(leader_cells(r));
+        cells
+    });
+    print_table(
+        "uncontended on a three-server ensemble: as above, the client given all three members (req = packets at \
+         all members; leader req = requests the leader handled, its own clients' and those forwarded to it; on \
+         leader = share of the client's requests sent to the leader directly, i.e. its session was there; each \
+         round is a new session on a member its library picks at random)",
+        &header,
+        rows,
+    );
 
     let header =
         ["W", "client", "locks/s", "wait p50", "wait p99", "grants", "req/grant", "violations", "max holders", "note"];
@@ -505,6 +690,36 @@ pub fn print_tables(records: &[Record]) {
          summed, over their grants)",
         &header,
         processes_rows("contended-processes"),
+    );
+    let header = [
+        "W",
+        "client",
+        "locks/s",
+        "wait p50",
+        "wait p99",
+        "grants",
+        "req/grant",
+        "leader req/grant",
+        "on leader",
+        "client CPU µs/grant",
+        "hand-off p50",
+        "violations",
+        "max holders",
+        "note",
+    ];
+    let rows = table_rows(section("contended-processes-ensemble"), &header, |r| {
+        let mut cells = whole(r, &["locks_per_s", "wait_p50_us", "wait_p99_us", "grants"]);
+        cells.push(fmt_requests(r));
+        cells.extend(leader_cells(r));
+        cells.extend(whole(r, &["client_cpu_us_per_grant", "handoff_p50_us", "violations", "max_holders"]));
+        cells
+    });
+    print_table(
+        "contended mutex, one OS process per session, on a three-server ensemble: as above, each process given \
+         all three members (req, leader req and on leader as in the uncontended ensemble table; hand-off as in \
+         the hand-off table below, in µs)",
+        &header,
+        rows,
     );
     print_table(
         "contended mutex, one OS process per session, Rust contenders on tokio's multi-thread runtime (a worker \
@@ -614,6 +829,42 @@ pub fn print_tables(records: &[Record]) {
         "idle: one session (timeout 10 s) takes N mutexes on N paths, 64 at a time (locks/s), then holds them, \
          idle; over the window: requests the server received (mntr), bytes it sent (tcp_info), server and client \
          CPU (/proc), and the client's bytes per guard",
+        &header,
+        rows,
+    );
+
+    let header = [
+        "case",
+        "client",
+        "locks/s taken",
+        "leader req/s per session",
+        "leader CPU µs/s per session",
+        "follower req/s per session",
+        "follower CPU µs/s per session",
+        "leader CPU ms/s",
+        "follower CPU ms/s",
+        "leader CPU µs/request",
+        "note",
+    ];
+    let rows = table_rows(section("idle-ensemble"), &header, |r| {
+        let before_after = |key: &str| format!("{} -> {}", fmt(r.get(&format!("base_{key}")), 1), fmt(r.get(key), 1));
+        vec![
+            fmt(r.get("locks_per_s"), 0),
+            fmt(r.get("leader_requests_per_session_s"), 3),
+            fmt(r.get("leader_cpu_us_per_session_s"), 1),
+            fmt(r.get("follower_requests_per_session_s"), 3),
+            fmt(r.get("follower_cpu_us_per_session_s"), 1),
+            before_after("leader_cpu_ms_per_s"),
+            before_after("follower_cpu_ms_per_s"),
+            fmt(r.get("leader_cpu_us_per_request"), 0),
+        ]
+    });
+    print_table(
+        "idle on a three-server ensemble: S sessions (timeout 10 s), all connected to one follower, each holding H \
+         locks, idle; per session = (the window - without them) / S, without them = the mean of a window just \
+         before they connected and one after they closed; requests: at the leader those entering its request \
+         pipeline (what the follower forwards), at the follower those its clients sent (mntr); CPU of each \
+         member's JVM (/proc; without the sessions -> with them); windows of whole heartbeat periods (T/9)",
         &header,
         rows,
     );
@@ -836,6 +1087,7 @@ pub fn targets(records: &[Record]) -> Vec<Target> {
     });
 
     idle_targets(records, &mut out);
+    idle_ensemble_targets(records, &mut out);
 
     // No regression.
     out.push(ratio(
@@ -940,6 +1192,31 @@ pub fn targets(records: &[Record]) -> Vec<Target> {
         "(info) many paths T=1024, zk-lock: busiest thread of the process, % of one core",
         f("many-paths", "T=1024", "zk-lock", "busiest_thread_pct"),
     ));
+    // Issue 33: the same clients on a three-server ensemble, sessions on a follower (where a
+    // client given all three members lands two times in three).
+    let ensemble_cycle = |client| f("uncontended-ensemble", "mutex", client, "cycle_on_follower_p50_us");
+    out.push(info(
+        "(info) ensemble, session on a follower: uncontended mutex cycle p50 vs Curator",
+        ensemble_cycle("zk-lock"),
+        ensemble_cycle("curator"),
+    ));
+    out.push(info(
+        "(info) ensemble, session on a follower: uncontended mutex cycle p50 vs standalone",
+        ensemble_cycle("zk-lock"),
+        ours_cycle,
+    ));
+    for other in ["zookeeper-client", "curator"] {
+        let locks = |client| f("contended-processes-ensemble", "W=8", client, "locks_per_s");
+        out.push(info(
+            &format!("(info) ensemble: one process per session, W=8: locks/s vs {other}"),
+            locks("zk-lock"),
+            locks(other),
+        ));
+    }
+    out.push(info_value(
+        "(info) ensemble: one process per session, W=8: requests per grant",
+        f("contended-processes-ensemble", "W=8", "zk-lock", "requests_per_op"),
+    ));
     out.push(info(
         "(info) queue drain N=1000: drain time vs Curator",
         f("drain", "N=1000", "zk-lock", "drain_ms"),
@@ -977,6 +1254,45 @@ fn idle_targets(records: &[Record], out: &mut Vec<Target>) {
         f("1000", "locks_per_s"),
         1.0,
         false,
+    ));
+}
+
+/// Issue 33: on the ensemble, what zk-lock's idle sessions cost the leader must stay flat in the
+/// locks they hold: the case with the most held per session against the one with 1.
+fn idle_ensemble_targets(records: &[Record], out: &mut Vec<Target>) {
+    let cells: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.section == "idle-ensemble" && r.client == "zk-lock" && !r.metrics.is_empty())
+        .collect();
+    let one = cells.iter().find(|r| r.get("held_per_session") == Some(1.0));
+    let most = cells
+        .iter()
+        .filter(|r| r.get("held_per_session").is_some_and(|h| h > 1.0))
+        .max_by(|a, b| a.get("held_per_session").unwrap_or(0.0).total_cmp(&b.get("held_per_session").unwrap_or(0.0)));
+    let get = |record: Option<&&Record>, key: &str| record.and_then(|r| r.get(key));
+    for (what, key) in [
+        ("leader requests/s per session", "leader_requests_per_session_s"),
+        ("leader CPU per session", "leader_cpu_us_per_session_s"),
+    ] {
+        out.push(ratio(
+            &format!("idle on an ensemble, sessions on a follower, most held per session: {what} vs holding 1"),
+            get(most, key),
+            get(one, key),
+            1.2,
+            true,
+        ));
+    }
+    out.push(info_value(
+        "(info) idle on an ensemble, 1 held: leader requests/s per zk-lock session",
+        get(one, "leader_requests_per_session_s"),
+    ));
+    out.push(info_value(
+        "(info) idle on an ensemble, 1 held: leader CPU µs/s per zk-lock session",
+        get(one, "leader_cpu_us_per_session_s"),
+    ));
+    out.push(info_value(
+        "(info) idle on an ensemble, 1 held: leader CPU µs per forwarded sync",
+        get(one, "leader_cpu_us_per_request"),
     ));
 }
 
@@ -1063,6 +1379,9 @@ pub fn records_of(report: &Value) -> Result<Vec<Record>, String> {
             "partition" => "partition",
             "idle" => "idle",
             "many-paths" => "many-paths",
+            "uncontended-ensemble" => "uncontended-ensemble",
+            "contended-processes-ensemble" => "contended-processes-ensemble",
+            "idle-ensemble" => "idle-ensemble",
             other => return Err(format!("unknown section `{other}`")),
         };
         let client = match text(item, "client").as_str() {
