@@ -26,7 +26,7 @@ pub const CHILDREN_TIMEOUT: Duration = Duration::from_secs(30);
 ///
 /// Cancel safe: it only reads.
 pub async fn children(client: &Client, path: &str) -> Result<Vec<String>> {
-    match usable_session(client, path).await?.list_children(path).await {
+    match usable_session(client, path).await?.zk.list_children(path).await {
         Ok(children) => Ok(children),
         Err(ZkError::NoNode) => Ok(Vec::new()),
         Err(source) => Err(TestingError::Zookeeper { action: format!("list the children of `{path}`"), source }),
@@ -85,10 +85,14 @@ pub async fn wait_for_children_within(
         // A session of the client that may still be used: a new one after an expiry, or after
         // the client's previous one was declared lost (and is being closed) while the server was
         // out of reach.
-        let zk = usable_session(client, path).await?;
+        let session = usable_session(client, path).await?;
+        let zk = &session.zk;
         let (children, changed) = match zk.get_and_watch_children(path).await {
             Ok((children, _, watcher)) => (children, Some(watcher)),
             Err(ZkError::NoNode) => (Vec::new(), None),
+            // The session ended, or was given up, while the request was on its way: ask again on
+            // the client's next one, within the same time.
+            Err(_) if !session.is_usable() && tokio::time::Instant::now() < started + within => continue,
             Err(source) => return Err(watch_failed(source)),
         };
         if done(&children) {
@@ -107,6 +111,8 @@ pub async fn wait_for_children_within(
                         Ok(())
                     }
                     Ok((Some(_), _)) => Ok(()),
+                    // Given up meanwhile: the next round asks on the client's next session.
+                    Err(_) if !session.is_usable() => Ok(()),
                     Err(source) => Err(watch_failed(source)),
                 },
             }
@@ -125,9 +131,9 @@ pub async fn wait_for_children_within(
 }
 
 /// The client's session for `path`, renewed if the current one must not be used any more.
-async fn usable_session(client: &Client, path: &str) -> Result<zookeeper_client::Client> {
+async fn usable_session(client: &Client, path: &str) -> Result<std::sync::Arc<crate::session::Session>> {
     match client.session(path).await {
-        Ok(session) => Ok(session.zk.clone()),
+        Ok(session) => Ok(session),
         Err(error) => Err(TestingError::Zookeeper {
             action: format!("open a session to read `{path}`: {error}"),
             source: ZkError::ConnectionLoss,
