@@ -78,11 +78,14 @@ pub async fn force(client: &Client, path: &str, node: Option<&str>) -> Result<Re
             Some(named) => named.clone(),
             None => {
                 let names: Vec<String> = found.iter().map(|p| escape(&p.node_name).into_owned()).collect();
+                let nodes = match names.is_empty() {
+                    true => "it has no lock nodes".to_owned(),
+                    false => format!("its nodes: {}", names.join(", ")),
+                };
                 return Err(CliError::usage(format!(
-                    "--node: `{}` is not a node of `{}`; its nodes: {}",
+                    "--node: `{}` is not a node of `{}`; {nodes}",
                     escape(node),
-                    escape(path),
-                    names.join(", ")
+                    escape(path)
                 )));
             }
         },

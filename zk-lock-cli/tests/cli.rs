@@ -251,6 +251,16 @@ async fn revoke_force_deletes_the_holders_node_says_who_held_it_and_the_waiter_m
     assert!(first.is_held());
     first.release().await.unwrap();
 
+    // A node named on a path without lock nodes: the error says there are none (issue 34), not
+    // an empty list.
+    let empty = format!("{path}-empty");
+    let persistent = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    client.zookeeper().create(&empty, b"", &persistent).await.unwrap();
+    let output = zk_lock(&["revoke", "--force", "--node", "_c_nope-lock-0000000001", &empty]).await;
+    assert_eq!(code(&output), 2, "{}", stderr(&output));
+    let said = stderr(&output);
+    assert!(said.contains("is not a node of") && said.contains("it has no lock nodes"), "{said}");
+
     // Nobody holds it any more: exit code 1.
     let output = zk_lock(&["revoke", "--force", &path]).await;
     assert_eq!(code(&output), 1, "{}", stderr(&output));
