@@ -122,7 +122,7 @@ impl Client {
     }
 
     /// The session of the calling runtime, or else the most recent one.
-    fn current_session(&self) -> Arc<Session> {
+    pub(crate) fn current_session(&self) -> Arc<Session> {
         self.session_of_this_runtime().unwrap_or_else(|| {
             let current = self.inner.current.read().unwrap_or_else(|e| e.into_inner());
             current.last().expect("a client always has a session").1.clone()

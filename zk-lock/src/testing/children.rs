@@ -1,10 +1,12 @@
 //! Reading and waiting for the children of a node: what a test checks about a lock's queue.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use zookeeper_client::Error as ZkError;
 
 use super::{Result, TestingError};
+use crate::session::Session;
 use crate::Client;
 
 /// How long [`wait_for_children`] waits: long enough for a loaded CI machine, short enough for a
@@ -26,7 +28,7 @@ pub const CHILDREN_TIMEOUT: Duration = Duration::from_secs(30);
 ///
 /// Cancel safe: it only reads.
 pub async fn children(client: &Client, path: &str) -> Result<Vec<String>> {
-    match usable_session(client, path).await?.zk.list_children(path).await {
+    match usable_session(client, path).await.zk.list_children(path).await {
         Ok(children) => Ok(children),
         Err(ZkError::NoNode) => Ok(Vec::new()),
         Err(source) => Err(TestingError::Zookeeper { action: format!("list the children of `{path}`"), source }),
@@ -85,7 +87,7 @@ pub async fn wait_for_children_within(
         // A session of the client that may still be used: a new one after an expiry, or after
         // the client's previous one was declared lost (and is being closed) while the server was
         // out of reach.
-        let session = usable_session(client, path).await?;
+        let session = usable_session(client, path).await;
         let zk = &session.zk;
         let (children, changed) = match zk.get_and_watch_children(path).await {
             Ok((children, _, watcher)) => (children, Some(watcher)),
@@ -130,13 +132,9 @@ pub async fn wait_for_children_within(
     }
 }
 
-/// The client's session for `path`, renewed if the current one must not be used any more.
-async fn usable_session(client: &Client, path: &str) -> Result<std::sync::Arc<crate::session::Session>> {
-    match client.session(path).await {
-        Ok(session) => Ok(session),
-        Err(error) => Err(TestingError::Zookeeper {
-            action: format!("open a session to read `{path}`: {error}"),
-            source: ZkError::ConnectionLoss,
-        }),
-    }
+/// The client's session for `path`, renewed if the current one must not be used any more; the
+/// current one when none can be opened (closed, unreachable), whose request then fails with the
+/// error that says why.
+async fn usable_session(client: &Client, path: &str) -> Arc<Session> {
+    client.session(path).await.unwrap_or_else(|_| client.current_session())
 }
