@@ -17,17 +17,19 @@
 //! (three JVMs each on a 2-core machine; the margins are timings).
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
 use tokio::time::Instant;
 use zk_lock::testing::{audit, wait_for_children, TestingCluster};
-use zk_lock::{Client, LostReason, Mutex, MutexGuard, RwLock, Semaphore, SemaphorePermit, WriteGuard};
+use zk_lock::{Client, LostReason};
 use zookeeper_client::{Acls, CreateMode};
 
 #[path = "server_partitions/curator.rs"]
 mod curator;
+#[path = "recipes/support/one_lock.rs"]
+mod one_lock;
+
+use one_lock::{Recipe, RECIPES};
 
 /// The servers' tick: 500 ms, ZooKeeper's sample `syncLimit` of 5 ticks made 8 so that the gap
 /// between a session timeout below it and one above it is wide.
@@ -46,90 +48,6 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 
 fn ensemble() -> TestingCluster {
     TestingCluster::builder().servers(3).tick_time(TICK).sync_limit(SYNC_LIMIT).start().expect("start the ensemble")
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Recipe {
-    Mutex,
-    Write,
-    Semaphore,
-}
-
-impl fmt::Display for Recipe {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Mutex => "mutex",
-            Self::Write => "rw (write)",
-            Self::Semaphore => "semaphore (1 lease)",
-        })
-    }
-}
-
-impl Recipe {
-    async fn take(self, client: &Client, path: &str) -> zk_lock::Result<Held> {
-        Ok(match self {
-            Self::Mutex => Held::Mutex(Mutex::with_client(client, path).lock_timeout(PATIENCE).await?),
-            Self::Write => Held::Write(RwLock::with_client(client, path).write_timeout(PATIENCE).await?),
-            Self::Semaphore => Held::Permit(Semaphore::with_client(client, path, 1).acquire_timeout(PATIENCE).await?),
-        })
-    }
-
-    async fn try_take(self, client: &Client, path: &str) -> zk_lock::Result<Held> {
-        Ok(match self {
-            Self::Mutex => Held::Mutex(Mutex::with_client(client, path).lock_timeout(Duration::ZERO).await?),
-            Self::Write => Held::Write(RwLock::with_client(client, path).write_timeout(Duration::ZERO).await?),
-            Self::Semaphore => {
-                Held::Permit(Semaphore::with_client(client, path, 1).acquire_timeout(Duration::ZERO).await?)
-            }
-        })
-    }
-
-    /// Where the queue nodes of the lock at `path` are.
-    fn queue(self, path: &str) -> String {
-        match self {
-            Self::Semaphore => format!("{path}/leases"),
-            Self::Mutex | Self::Write => path.to_owned(),
-        }
-    }
-}
-
-/// A guard of any of the recipes.
-#[derive(Debug)]
-enum Held {
-    Mutex(MutexGuard),
-    Write(WriteGuard),
-    Permit(SemaphorePermit),
-}
-
-macro_rules! each_guard {
-    ($held:expr, $guard:ident => $body:expr) => {
-        match $held {
-            Held::Mutex($guard) => $body,
-            Held::Write($guard) => $body,
-            Held::Permit($guard) => $body,
-        }
-    };
-}
-
-impl Held {
-    fn lost(&self) -> Pin<Box<dyn Future<Output = LostReason> + Send>> {
-        each_guard!(self, guard => Box::pin(guard.lost()))
-    }
-
-    fn is_held(&self) -> bool {
-        each_guard!(self, guard => guard.is_held())
-    }
-
-    /// Writes `value` into `store` only if this guard's lock node still exists.
-    async fn fenced_write(&self, store: &str, value: &[u8]) -> Result<(), String> {
-        let mut writer = each_guard!(self, guard => guard.fenced_writer()).map_err(|e| e.to_string())?;
-        writer.add_set_data(store, value, None).map_err(|e| e.to_string())?;
-        writer.commit().await.map(drop).map_err(|e| format!("{e:?}"))
-    }
-
-    async fn release(self) -> zk_lock::Result<()> {
-        each_guard!(self, guard => guard.release().await)
-    }
 }
 
 /// A fault between the servers, applied once the holder holds and the other client waits.
@@ -193,14 +111,14 @@ async fn told_first(recipe: Recipe, fault: Fault, session: Duration) -> Outcome 
     let store = format!("{path}-store");
     other.zookeeper().create(&store, b"", &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.unwrap();
 
-    let held = recipe.take(&holder, &path).await.expect("the holder takes the lock");
+    let held = recipe.take(&holder, &path, PATIENCE).await.expect("the holder takes the lock");
     held.fenced_write(&store, b"holder").await.expect("the holder writes while it holds");
     let lost = held.lost();
     let lost_at = tokio::spawn(async move { (lost.await, Instant::now()) });
     let waiter = other.clone();
     let waiter_path = path.clone();
     let granted = tokio::spawn(async move {
-        let guard = recipe.take(&waiter, &waiter_path).await.expect("the other client is granted");
+        let guard = recipe.take(&waiter, &waiter_path, PATIENCE).await.expect("the other client is granted");
         (Instant::now(), guard)
     });
     wait_for_children(&other, &recipe.queue(&path), |nodes| nodes.len() >= 2).await.expect("the other waits");
@@ -293,7 +211,7 @@ async fn told_first(recipe: Recipe, fault: Fault, session: Duration) -> Outcome 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holder_on_a_follower_cut_from_the_leader_is_told_first_with_a_timeout_below_sync_limit() {
     let _one = ONE_AT_A_TIME.lock().await;
-    for recipe in [Recipe::Mutex, Recipe::Write, Recipe::Semaphore] {
+    for recipe in RECIPES {
         let outcome = told_first(recipe, Fault::FollowerCutFromLeader, SHORT_SESSION).await;
         assert!(outcome.granted_after.is_some(), "{recipe}: the leader expires the session");
     }

@@ -12,15 +12,14 @@
 //! After each scenario the orphan oracle (`zk_lock::testing::audit`) must find no node of the
 //! partitioned client that the library does not account for.
 
-use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
 use tokio::time::Instant;
 use zk_lock::testing::{audit, wait_for_children, wait_for_children_within, Direction, Proxy, TestingServer};
-use zk_lock::{Client, Error, LostReason, Mutex, MutexGuard, RwLock, Semaphore, SemaphorePermit, WriteGuard};
+use zk_lock::{Client, Error, LostReason};
 
+use crate::support::one_lock::{Held, Recipe, RECIPES};
 use crate::support::{new_client, server, PATIENCE};
 
 /// The partitioned clients' session timeout: the loss is declared 4/5 of it after the latest
@@ -30,90 +29,10 @@ const SESSION: Duration = Duration::from_secs(2);
 /// Short, so that a partitioned client's attempt to open a new session fails before the server
 /// could expire the old one: the old one must then be closed by its retirement.
 const CONNECT: Duration = Duration::from_millis(300);
-const RECIPES: [Recipe; 3] = [Recipe::Mutex, Recipe::Write, Recipe::Semaphore];
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Recipe {
-    Mutex,
-    Write,
-    Semaphore,
-}
-
-impl fmt::Display for Recipe {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Mutex => "mutex",
-            Self::Write => "rw",
-            Self::Semaphore => "semaphore",
-        })
-    }
-}
-
-impl Recipe {
-    /// Takes the lock at `path`, waiting at most `timeout`.
-    async fn take(self, client: &Client, path: &str, timeout: Duration) -> zk_lock::Result<Held> {
-        Ok(match self {
-            Self::Mutex => Held::Mutex(Mutex::with_client(client, path).lock_timeout(timeout).await?),
-            Self::Write => Held::Write(RwLock::with_client(client, path).write_timeout(timeout).await?),
-            Self::Semaphore => Held::Permit(Semaphore::with_client(client, path, 1).acquire_timeout(timeout).await?),
-        })
-    }
-
-    /// One attempt, for "the lock can be taken at once".
-    async fn try_take(self, client: &Client, path: &str) -> zk_lock::Result<Held> {
-        self.take(client, path, Duration::ZERO).await
-    }
-
-    /// Where the queue nodes of a lock at `path` are.
-    fn queue(self, path: &str) -> String {
-        match self {
-            Self::Semaphore => format!("{path}/leases"),
-            Self::Mutex | Self::Write => path.to_owned(),
-        }
-    }
-
-    /// Resolves once a second contender waits behind the holder at `path`.
-    async fn until_someone_waits(self, observer: &Client, path: &str) {
-        match self {
-            // The waiter holds the internal lock and has its lease node counted.
-            Self::Semaphore => wait_for_children(observer, &format!("{path}/leases"), |c| c.len() >= 2).await.unwrap(),
-            Self::Mutex | Self::Write => wait_for_children(observer, path, |c| c.len() >= 2).await.unwrap(),
-        };
-    }
-}
-
-/// A guard of any of the recipes.
-#[derive(Debug)]
-enum Held {
-    Mutex(MutexGuard),
-    Write(WriteGuard),
-    Permit(SemaphorePermit),
-}
-
-impl Held {
-    fn lost(&self) -> Pin<Box<dyn Future<Output = LostReason> + Send>> {
-        match self {
-            Self::Mutex(guard) => Box::pin(guard.lost()),
-            Self::Write(guard) => Box::pin(guard.lost()),
-            Self::Permit(guard) => Box::pin(guard.lost()),
-        }
-    }
-
-    fn is_held(&self) -> bool {
-        match self {
-            Self::Mutex(guard) => guard.is_held(),
-            Self::Write(guard) => guard.is_held(),
-            Self::Permit(guard) => guard.is_held(),
-        }
-    }
-
-    async fn release(self) -> zk_lock::Result<()> {
-        match self {
-            Self::Mutex(guard) => guard.release().await,
-            Self::Write(guard) => guard.release().await,
-            Self::Permit(guard) => guard.release().await,
-        }
-    }
+/// Resolves once a second contender waits behind the holder at `path` (for a semaphore, the
+/// waiter holds the internal lock and has its lease node counted).
+async fn until_someone_waits(recipe: Recipe, observer: &Client, path: &str) {
+    wait_for_children(observer, &recipe.queue(path), |c| c.len() >= 2).await.unwrap();
 }
 
 /// A client whose every connection goes through `proxy`.
@@ -198,7 +117,7 @@ async fn holder_trial(recipe: Recipe, path: String, other: Client) -> (f64, Lost
         let guard = recipe.take(&waiter_client, &waiter_path, PATIENCE).await.expect("other is granted");
         (Instant::now(), guard)
     });
-    recipe.until_someone_waits(&other, &path).await;
+    until_someone_waits(recipe, &other, &path).await;
     proxy.cut();
     let (reason, lost_at) = lost_at.await.expect("lost task");
     let (granted_at, guard) = granted.await.expect("grant task");
@@ -277,7 +196,7 @@ async fn cut_off(recipe: Recipe, when: CutOff) {
         CutOff::Waiting | CutOff::HandOff => {
             ahead = Some(recipe.take(&observer, &path, PATIENCE).await.expect("holder ahead"));
             waiting = Some(spawn_take(recipe, &partitioned, &path));
-            recipe.until_someone_waits(&observer, &path).await;
+            until_someone_waits(recipe, &observer, &path).await;
             proxy.cut();
             if let CutOff::HandOff = when {
                 // The hand-off happens while the waiter cannot hear of it.

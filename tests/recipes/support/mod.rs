@@ -6,6 +6,7 @@
 pub mod examples;
 pub mod java_peer;
 pub mod kazoo;
+pub mod one_lock;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
