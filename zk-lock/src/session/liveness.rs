@@ -126,7 +126,7 @@ pub(super) async fn monitor(
                 if let Some(reopen) = reopen {
                     // Closed no earlier than the server could expire it: closing it sooner would
                     // hand its locks to the next holder sooner than a plain expiry would.
-                    let earliest_expiry = deadline.map_or_else(Instant::now, |at| at - lose_after + timeout);
+                    let earliest_expiry = renewals.proven().map_or_else(Instant::now, |proven| proven + timeout);
                     stop_reconnecting(&zk);
                     end_on_server(&zk, &ledger, &end, reopen, earliest_expiry);
                     return;
