@@ -180,3 +180,102 @@ async fn a_holder_whose_runtime_is_stuck_is_ended_at_its_max_hold_and_its_late_w
     );
     assert_eq!(report.fenced_writes(), 2);
 }
+
+/// A client made by `Client::from_zookeeper` runs its only session's I/O on the caller's
+/// runtime, which a stuck holder blocks: the library could not end such a hold at its limit, so
+/// the limit is refused at the call, naming the path. Until issue 34 the lock was taken, the
+/// holder was told at the limit that the node was deleted, and the node stayed until the
+/// holder's runtime ran again.
+#[tokio::test]
+async fn a_max_hold_on_a_client_of_a_users_own_session_is_refused() {
+    let path = format!("{PATH}/from-zookeeper");
+    let zk = zookeeper_client::Client::connect(&server().connect_string()).await.unwrap();
+    let client = Client::from_zookeeper(zk);
+    let refused = Mutex::with_client(&client, &path).with_max_hold(LIMIT).lock().await;
+    assert!(
+        matches!(&refused, Err(Error::InvalidArgument { path: p, reason }) if *p == path && reason.contains("from_zookeeper")),
+        "{refused:?}"
+    );
+    let multi = MultiLock::with_client(&client, [path.clone()]).with_max_hold(LIMIT).lock().await;
+    assert!(matches!(&multi, Err(Error::InvalidArgument { .. })), "{multi:?}");
+    // Nothing was left behind: the same client takes the lock at once without a limit.
+    Mutex::with_client(&client, &path).try_lock().await.unwrap().release().await.unwrap();
+}
+
+/// An outage at the limit: the library's first try to open a session for the delete fails
+/// (the server is paused past the client's connect timeout), and it tries again until the node
+/// is gone. The holder's own session outlives the outage, so nothing else would delete the
+/// node: until issue 34 the timer gave up after one failed open, and the lock stayed held until
+/// the holder let it go (here: never, so the waiter was never granted).
+#[tokio::test]
+async fn a_hold_at_its_max_hold_is_ended_through_an_outage() {
+    let server = zk_lock::testing::TestingServer::start().unwrap();
+    let path = format!("{PATH}/outage");
+    let connect = |connect_timeout| {
+        Client::builder(server.connect_string())
+            .session_timeout(Duration::from_secs(20))
+            .connect_timeout(connect_timeout)
+            .connect()
+    };
+    let (holder, other) =
+        (connect(Duration::from_secs(1)).await.unwrap(), connect(Duration::from_secs(5)).await.unwrap());
+    let guard = Mutex::with_client(&holder, &path).with_max_hold(LIMIT).lock().await.unwrap();
+    let waiter = wait_on(&other, &path);
+    crate::support::queue_of(&other, &path, 2).await;
+
+    server.pause().unwrap();
+    let outage = Instant::now();
+    let reason = tokio::time::timeout(PATIENCE, guard.lost()).await.expect("told at the limit, server or not");
+    assert_eq!(reason, LostReason::MaxHoldReached { limit: LIMIT });
+    // The scenario, not synchronisation: the outage outlasts the limit and a whole connect
+    // timeout of the first session open, and not the sessions' 20 s.
+    tokio::time::sleep_until((outage + LIMIT + Duration::from_secs(2)).into()).await;
+    server.resume().unwrap();
+
+    let (next_at, next) =
+        tokio::time::timeout(PATIENCE, waiter).await.expect("granted once the server is back").unwrap();
+    eprintln!("outage at the limit: the next holder was granted {:?} after the outage began", next_at - outage);
+    assert!(next.fencing_token() > guard.fencing_token());
+    assert!(!guard.is_held());
+    next.release().await.unwrap();
+    drop(guard);
+}
+
+#[zk_lock(path = "/it-max-hold/nested/<id>", client = "max-hold-nested", guard = g)]
+async fn holds_then_nests(id: u32, nested_body: Duration, after_nested: Duration) -> Result<(), Error> {
+    let nested = nested_with_a_limit(id, nested_body).await;
+    // Not synchronisation: the time in which a nested limit left running would fire.
+    tokio::time::sleep(after_nested).await;
+    nested.map(|()| assert!(g.is_held(), "the nested call's limit outlived its call"))
+}
+
+#[zk_lock(path = "/it-max-hold/nested/<id>", client = "max-hold-nested", max_hold = "500ms")]
+async fn nested_with_a_limit(id: u32, body: Duration) -> Result<(), Error> {
+    tokio::time::sleep(body).await;
+    Ok(())
+}
+
+/// A `max_hold` on a call nested in a holder of the same lock (a re-entry, which borrows the
+/// holder's node) is enforced: at its limit the library ends the hold it borrows, the nested
+/// call and its holder both return `Lost` naming the nested limit, and another client is
+/// granted. A nested call that returns within its limit leaves the hold alone. Until issue 34
+/// the nested limit was ignored: `Ok` after 2 s.
+#[tokio::test]
+async fn a_max_hold_nested_in_a_holder_of_the_same_lock_is_enforced() {
+    let nested_limit = Duration::from_millis(500);
+    Client::builder(server().connect_string()).install_as("max-hold-nested").await.unwrap();
+    let other = new_client().await;
+
+    let started = Instant::now();
+    let outcome = holds_then_nests(1, Duration::from_secs(2), Duration::ZERO).await;
+    let took = started.elapsed();
+    assert!(
+        matches!(&outcome, Err(Error::Lost { reason: LostReason::MaxHoldReached { limit }, .. }) if *limit == nested_limit),
+        "{outcome:?}"
+    );
+    assert!(took >= nested_limit && took < nested_limit + SLACK, "the nested limit ended the hold after {took:?}");
+    Mutex::with_client(&other, "/it-max-hold/nested/1").try_lock().await.unwrap().release().await.unwrap();
+
+    // Returned in time: the holder keeps its lock past the nested call's limit.
+    holds_then_nests(2, Duration::from_millis(50), nested_limit * 2).await.unwrap();
+}

@@ -214,8 +214,9 @@ pub enum LostReason {
     ConnectionLost,
     /// Somebody else deleted the lock node.
     NodeDeleted,
-    /// The hold reached its `max_hold` (`with_max_hold`, or the attribute's `max_hold = ".."`):
-    /// the library declared it lost and deleted its node itself, so that the next waiter is
+    /// The hold reached its `max_hold` (`with_max_hold`, or the attribute's `max_hold = ".."`),
+    /// or a call nested in its holder reached its own: the library declared it lost and deletes
+    /// its node itself, from its own thread and through outages, so that the next waiter is
     /// granted even if this holder's runtime is stuck; a late write of this holder carries a
     /// fencing token older than the next holder's.
     MaxHoldReached {
@@ -238,7 +239,7 @@ impl std::fmt::Display for LostReason {
             Self::MaxHoldReached { limit } => {
                 return write!(
                     f,
-                    "it was held for its max_hold of {:?}, so the library ended the hold and deleted the lock node",
+                    "it was held for its max_hold of {:?}, so the library ended the hold and deletes the lock node",
                     limit
                 );
             }

@@ -3,7 +3,6 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use zookeeper_client::Error as ZkError;
 
@@ -34,9 +33,6 @@ pub(crate) struct HeldNode {
     claim: Option<Claim>,
     /// Its place among the locks its task holds, for lock-order checking, until released.
     order: Option<lock_order::Held>,
-    /// Its `max_hold` in milliseconds, 0 for none: the limit a `MaxHoldReached` loss names (a
-    /// `u32` fits where the struct has room).
-    max_hold_ms: u32,
 }
 
 impl HeldNode {
@@ -49,7 +45,6 @@ impl HeldNode {
         template: &'static str,
         granted: Grant,
         order: Option<lock_order::Held>,
-        max_hold: Option<Duration>,
     ) -> Arc<Self> {
         trace::granted(&granted.node_path, granted.token);
         let trace = trace::HoldTrace::new(recipe, template, path, &granted.node_path);
@@ -63,24 +58,12 @@ impl HeldNode {
             status,
             claim: granted.claim,
             order,
-            max_hold_ms: max_hold.map_or(0, |limit| u32::try_from(limit.as_millis()).unwrap_or(u32::MAX)),
         })
     }
 
     /// The hold's status, which its session and its `max_hold` write.
     pub(crate) fn status(&self) -> &Arc<HeldStatus<HoldEvents>> {
         &self.status
-    }
-
-    /// `reason`, with the hold's own limit if it is `MaxHoldReached` (the status keeps only
-    /// which loss it was).
-    fn with_limit(max_hold_ms: u32, reason: LostReason) -> LostReason {
-        match reason {
-            LostReason::MaxHoldReached { .. } => {
-                LostReason::MaxHoldReached { limit: Duration::from_millis(max_hold_ms.into()) }
-            }
-            other => other,
-        }
     }
 
     /// The lock path.
@@ -127,7 +110,7 @@ impl HeldNode {
     }
 
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
-        self.status.lost().map(|reason| Self::with_limit(self.max_hold_ms, reason))
+        self.status.lost().map(|reason| self.status.events().with_limit(reason))
     }
 
     /// Whether a revocation was seen: by the session's watch on the node, or by a watch set
@@ -162,8 +145,8 @@ impl HeldNode {
 
     /// Resolves when the lock is lost; never, if it is released first.
     pub(crate) fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
-        let (status, max_hold_ms) = (self.status.clone(), self.max_hold_ms);
-        async move { Self::with_limit(max_hold_ms, status.until_lost().await) }
+        let status = self.status.clone();
+        async move { status.events().with_limit(status.until_lost().await) }
     }
 
     /// The annotated function holding this share finished its body; its guard is dropped next.

@@ -15,7 +15,7 @@
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 
 use super::HeldNode;
 use crate::layout::Recipe;
@@ -55,7 +55,28 @@ impl Lending {
 
 /// A nested acquisition's loan of an enclosing holder's lock: while it lasts, the holder lends
 /// the lock to no other nested acquisition.
-pub(crate) type Loan = OwnedSemaphorePermit;
+pub(crate) struct Loan {
+    _permit: OwnedSemaphorePermit,
+    /// Dropped with the loan, which tells the nested acquisition's `max_hold` timer, if it has
+    /// one, that the loan was returned in time.
+    _returned: Option<oneshot::Sender<()>>,
+}
+
+impl Loan {
+    fn new(permit: OwnedSemaphorePermit) -> Self {
+        Self { _permit: permit, _returned: None }
+    }
+
+    /// Resolves once this loan is returned (dropped).
+    pub(crate) fn until_returned(&mut self) -> impl Future<Output = ()> + Send + 'static {
+        let (returned, told) = oneshot::channel::<()>();
+        self._returned = Some(returned);
+        async move {
+            // Only ever dropped, never sent: an error is the return.
+            let _ = told.await;
+        }
+    }
+}
 
 /// What an acquisition gives its guard: a share of a hold, and, for an acquisition nested in
 /// the hold's holder, the loan it borrowed it on.
@@ -81,12 +102,12 @@ impl Frame {
     /// asked. Cancel safe: a dropped wait leaves the queue.
     pub(crate) async fn borrow(&self) -> Loan {
         let lending = self.lent.lending.clone();
-        lending.acquire_owned().await.expect("the lending semaphore is never closed")
+        Loan::new(lending.acquire_owned().await.expect("the lending semaphore is never closed"))
     }
 
     /// The loan now, or `None` if another nested acquisition has it.
     pub(crate) fn try_borrow(&self) -> Option<Loan> {
-        self.lent.lending.clone().try_acquire_owned().ok()
+        self.lent.lending.clone().try_acquire_owned().ok().map(Loan::new)
     }
 
     fn chain(self: &Arc<Self>) -> impl Iterator<Item = &Arc<Self>> {

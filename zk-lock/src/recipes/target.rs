@@ -111,6 +111,7 @@ impl LockTarget {
             None => registry::default_client().await?,
         };
         client.refuse_if_closed(&self.path)?;
+        max_hold::check_client(&self.path, self.max_hold, &client)?;
         Ok(client)
     }
 
@@ -133,10 +134,10 @@ impl LockTarget {
     /// and among the locks held.
     pub(crate) fn hold(&self, client: &Client, recipe: Recipe, granted: Grant, what: Granted<'_>) -> Arc<HeldNode> {
         let order = lock_order::granted(self.ordered());
-        let hold = HeldNode::new(client.id(), recipe, &self.path, self.template(), granted, order, self.max_hold);
+        let hold = HeldNode::new(client.id(), recipe, &self.path, self.template(), granted, order);
         grant_log::granted(recipe, hold.path(), hold.node_path(), hold.token, what);
         if let Some(limit) = self.max_hold {
-            max_hold::enforce_or_defer(client, &hold, limit);
+            max_hold::enforce_or_defer(client, &hold, limit, None);
         }
         hold
     }
@@ -155,7 +156,7 @@ impl LockTarget {
         if deadline.may_wait() {
             lock_order::borrowing(self.ordered(), enclosing.inside_lender);
         }
-        let loan = match (lender.try_borrow(), deadline) {
+        let mut loan = match (lender.try_borrow(), deadline) {
             (Some(loan), _) => loan,
             (None, Deadline::FirstAttempt) => return Err(Error::Busy { path: self.path.clone() }),
             (None, deadline) => {
@@ -168,7 +169,12 @@ impl LockTarget {
                 borrowed.ok_or_else(|| Error::Timeout { path: self.path.clone(), waited: started.elapsed() })?
             }
         };
-        Ok(Share::new(enclosing.holder.hold().clone().reenter()?, Some(loan)))
+        let hold = enclosing.holder.hold().clone().reenter()?;
+        // The nested call's own limit ends the hold it borrows, unless the loan is returned first.
+        if let Some(limit) = self.max_hold {
+            max_hold::enforce_or_defer(client, &hold, limit, Some(Box::pin(loan.until_returned())));
+        }
+        Ok(Share::new(hold, Some(loan)))
     }
 
     /// Acquires a node of `recipe`'s queue, or borrows the hold of the enclosing holder of the

@@ -231,6 +231,38 @@ impl TestingServer {
         Ok(())
     }
 
+    /// Freezes the server (`SIGSTOP`), as a long GC pause or a frozen VM would: connections
+    /// stay open and new ones are accepted by the kernel, but nothing is answered until
+    /// [`resume`](Self::resume). [`stop`](Self::stop), [`restart`](Self::restart) and dropping
+    /// the server end it as they would a running one.
+    ///
+    /// Does nothing if the server is not running.
+    ///
+    /// # Errors
+    ///
+    /// [`TestingError::Io`] when the process cannot be signalled.
+    pub fn pause(&self) -> Result<()> {
+        match self.lock().as_mut() {
+            Some(running) => running.pause(),
+            None => Ok(()),
+        }
+    }
+
+    /// Lets a [paused](Self::pause) server run again (`SIGCONT`). Sessions whose timeout passed
+    /// meanwhile expire; the others live on.
+    ///
+    /// Does nothing if the server is not running.
+    ///
+    /// # Errors
+    ///
+    /// [`TestingError::Io`] when the process cannot be signalled.
+    pub fn resume(&self) -> Result<()> {
+        match self.lock().as_mut() {
+            Some(running) => running.resume(),
+            None => Ok(()),
+        }
+    }
+
     /// Starts the server again on the same port and data, and waits until it serves.
     ///
     /// A running server is [stopped](Self::stop) first. Nodes, and sessions that have not timed
