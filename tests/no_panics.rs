@@ -136,3 +136,33 @@ fn a_runtime_dropped_with_a_holder_and_a_waiter_of_the_same_process_causes_no_pa
     observer.until_nodes(&path, 0);
     assert_eq!(PANICS.load(Ordering::SeqCst), before, "a panic happened (its message is printed above)");
 }
+
+/// A shared count started on a runtime that then ends: its follower was polled on zk-lock's own
+/// thread after its session's I/O ended, and zookeeper-client panicked there (issue 34). Now it
+/// follows on the runtime of that I/O, and the next call from another runtime follows the count
+/// again: a change made elsewhere reaches it.
+#[test]
+fn a_shared_count_whose_runtime_ended_causes_no_panic_and_is_followed_again() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    count_panics();
+    let before = PANICS.load(Ordering::SeqCst);
+    let path = unique("shared-count");
+    let observer = Observer::new();
+    let first = runtime();
+    let client = first.block_on(Client::builder(shared_server().connect_string()).connect()).expect("connect");
+    let count = zk_lock::SharedCount::with_client(&client, &path, 3);
+    first.block_on(count.start()).expect("started");
+    drop(first);
+
+    let second = runtime();
+    let read = second.block_on(count.read()).expect("read from another runtime");
+    assert_eq!(read.value, 3);
+    let elsewhere = zk_lock::SharedCount::with_client(&observer.client, &path, 3);
+    observer.runtime.block_on(elsewhere.set(7)).expect("set by another client");
+    let mut changes = count.subscribe();
+    let seen = second.block_on(async {
+        tokio::time::timeout(Duration::from_secs(30), changes.wait_for(|count| count.value == 7)).await.map(|_| ())
+    });
+    assert!(seen.is_ok(), "the change made elsewhere never reached the count (it shows {})", count.get());
+    assert_eq!(PANICS.load(Ordering::SeqCst), before, "a panic happened (its message is printed above)");
+}

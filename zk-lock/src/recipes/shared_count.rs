@@ -29,7 +29,10 @@ use crate::zk::Reconnects;
 /// [`Semaphore::with_count`](crate::Semaphore::with_count) to let the count decide how many leases
 /// a semaphore grants.
 ///
-/// Clones share one watch; it stops when the last clone is dropped.
+/// Clones share one watch; it stops when the last clone is dropped. The watch runs on the
+/// runtime that started the count (the one that runs its session's I/O): if that runtime ends,
+/// the next async call on the count (or a semaphore's acquisition driven by it) watches again
+/// from the calling runtime, and until then [`get`](Self::get) returns the last count seen.
 ///
 /// ```no_run
 /// # async fn demo() -> zk_lock::Result<()> {
@@ -126,8 +129,22 @@ impl SharedCount {
         self.started_client().await.map(drop)
     }
 
+    /// The client the count was started on; started, or followed again if the runtime that
+    /// followed it ended.
     async fn started_client(&self) -> Result<&Client> {
-        self.inner.started.get_or_try_init(|| self.start_now()).await
+        let mut started_now = false;
+        let client = self
+            .inner
+            .started
+            .get_or_try_init(|| {
+                started_now = true;
+                self.start_now()
+            })
+            .await?;
+        if !started_now && self.follower_ended() {
+            self.follow_from_here(client).await?;
+        }
+        Ok(client)
     }
 
     async fn start_now(&self) -> Result<Client> {
@@ -137,17 +154,33 @@ impl SharedCount {
             Some(client) => client.clone(),
             None => registry::default_client().await?,
         };
+        self.follow_from_here(&client).await?;
+        Ok(client)
+    }
+
+    /// Whether nothing follows the count any more: the runtime that followed it ended, or the
+    /// client could open no further session.
+    fn follower_ended(&self) -> bool {
+        let follower = self.inner.follower.lock().unwrap_or_else(|e| e.into_inner());
+        follower.as_ref().is_none_or(AbortHandle::is_finished)
+    }
+
+    /// Creates the node if needed, reads it, and follows its changes on the calling runtime:
+    /// the one that runs the session's I/O, whose end drops the follower unpolled (polled
+    /// elsewhere after that I/O ended, its watch would panic in zookeeper-client).
+    async fn follow_from_here(&self, client: &Client) -> Result<()> {
+        let inner = &self.inner;
         let session = client.session(&inner.path).await?;
         let (count, watcher) = create_and_watch(&session.zk, &inner.path, inner.initial, client.node_acls())
             .await
             .map_err(|e| e.at_path(&inner.path))?;
         publish(&inner.value, count);
         let follow = follow(client.clone(), session, inner.path.clone(), watcher, inner.value.clone());
-        let follower = background::spawn(follow).abort_handle();
+        let follower = background::spawn_here(follow).abort_handle();
         if let Some(old) = inner.follower.lock().unwrap_or_else(|e| e.into_inner()).replace(follower) {
             old.abort();
         }
-        Ok(client)
+        Ok(())
     }
 
     /// The latest count seen: the initial count until [`start`](Self::start) read the node.
