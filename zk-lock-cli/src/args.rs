@@ -66,6 +66,9 @@ pub enum Command {
     /// bound: the server prints whole seconds and rounds expiry up to its tickTime, so the
     /// session may live up to 2s + tickTime longer. It is - when no server could tell; stderr
     /// says why, once.
+    ///
+    /// With --json, a node's data is "data_base64", its exact bytes in standard base64, and
+    /// "data", the same as text if it is valid UTF-8, else null (watch and revoke alike).
     #[command(verbatim_doc_comment, display_name = "zk-lock")]
     Inspect {
         /// The lock, like /locks/orders
@@ -92,7 +95,9 @@ pub enum Command {
     /// Asks every holder of a lock to let it go, and lists the nodes written to
     ///
     /// Curator's __REVOKE__ protocol: revocable holders are notified; the lock stays held until
-    /// they release it.
+    /// they release it. A holder is revocable when it listens for the request (a zk-lock
+    /// guard's revoked() or is_revoked(), a Curator lock's makeRevocable): see docs/guide.md,
+    /// "Revocation".
     ///
     /// With --force, releases a stuck lock instead: deletes its holder's node (or the node named
     /// by --node, for a lock with several holders), and says who held it and for how long. A
@@ -110,7 +115,16 @@ pub enum Command {
         node: Option<String>,
     },
     /// Every lock under PATH (or PATH itself) with its recipe and how many hold and wait
-    #[command(display_name = "zk-lock")]
+    ///
+    /// Nodes it may not read (another application's, behind an ACL) are skipped and listed after
+    /// the table; so are locks whose path is over the 1024 bytes a lock path may have (zk-lock
+    /// cannot inspect them) and nodes whose path is that long already, below which it does not
+    /// walk. Stderr says so once; the exit code stays 0.
+    ///
+    /// With --json: {"path", "exists", "locks": [{"path", "kind", "holders", "waiters",
+    /// "unknown"}], "unreadable": [path...], "not_shown": [{"path", "path_length", "lock",
+    /// "reason"}]}; a "path" of "not_shown" over 4096 characters is cut in the middle (...).
+    #[command(verbatim_doc_comment, display_name = "zk-lock")]
     Tree {
         /// Where to start; may be /
         path: String,

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::time::{Duration, UNIX_EPOCH};
 
+use base64::prelude::{Engine as _, BASE64_STANDARD};
 use serde_json::{json, Value};
 // What must not reach a terminal as it is: the rule `HolderDescription::parse` applies to host names.
 use zk_lock::is_unsafe_to_print as is_unsafe;
@@ -258,11 +259,15 @@ pub fn too_large(p: &Participant) -> String {
 }
 
 /// One participant as JSON. Session ids are hex strings: they exceed the 2^53 that JSON numbers
-/// carry safely in many parsers. `data` is `null` when it was too large to read
-/// (`data_too_large`; `data_length` is its size either way).
+/// carry safely in many parsers. The node's data is `data_base64`, its exact bytes in standard
+/// base64 (with padding), and `data`, the same as text when it is UTF-8 and `null` otherwise: a
+/// lossy text (U+FFFD for each bad byte) would not tell the bytes. Both are `null` when the data
+/// was too large to read (`data_too_large`; `data_length` is its size either way).
 pub fn participant_json(position: usize, p: &Participant) -> Value {
     let holder = p.holder.as_ref().map(|h| json!({ "host": h.host, "pid": h.pid, "task": h.task }));
-    let data = (!p.data_too_large).then(|| String::from_utf8_lossy(&p.data));
+    let read = (!p.data_too_large).then_some(&p.data);
+    let data = read.and_then(|bytes| std::str::from_utf8(bytes).ok());
+    let data_base64 = read.map(|bytes| BASE64_STANDARD.encode(bytes));
     json!({
         "position": position,
         "role": p.role.as_str(),
@@ -273,6 +278,7 @@ pub fn participant_json(position: usize, p: &Participant) -> Value {
         "fencing_token": p.fencing_token,
         "holder": holder,
         "data": data,
+        "data_base64": data_base64,
         "data_length": p.data_length,
         "data_too_large": p.data_too_large,
         "revoke_requested": p.data == REVOKE_MESSAGE,

@@ -1,11 +1,14 @@
 //! `zk-lock tree <path>`: every lock in a subtree, with its recipe and how many hold and wait.
 
+mod not_shown;
+
 use std::collections::{BTreeSet, HashSet};
 
 use serde_json::json;
-use zk_lock::Client;
+use zk_lock::{Client, MAX_PATH_LEN};
 use zookeeper_client::Error as ZkError;
 
+use self::not_shown::NotShown;
 use crate::error::{credentials_hint, CliError};
 use crate::inspect;
 use crate::output::{count_roles, escape, lock_kind, Report, Table};
@@ -30,24 +33,38 @@ struct Walk {
     locks: BTreeSet<String>,
     /// The nodes below the root that this client may not list or read (ZooKeeper's NoAuth).
     unreadable: BTreeSet<String>,
+    /// The nodes over [`MAX_PATH_LEN`] bytes that have children, which were not walked.
+    not_walked: BTreeSet<String>,
 }
 
 /// Runs `tree`. Nodes below `root` that the client may not read (another application's, with an
-/// ACL) are skipped and reported; only an unreadable `root` fails.
+/// ACL) are skipped and reported; only an unreadable `root` fails. So are locks whose path is no
+/// valid lock path (too long: anyone who may create nodes can make one) and nodes whose path is
+/// too long already to walk below.
 pub async fn run(client: &Client, root: &str) -> Result<Report, CliError> {
     if root != "/" {
         zk_lock::validate_lock_path(root).map_err(|e| CliError::from_lock(root, e))?;
     }
-    let Some(Walk { locks: candidates, mut unreadable }) = find_locks(client, root).await? else {
+    let Some(Walk { locks: candidates, mut unreadable, not_walked }) = find_locks(client, root).await? else {
         return Ok(Report {
             text: String::new(),
-            json: json!({ "path": root, "exists": false, "locks": [], "unreadable": [] }),
+            json: json!({ "path": root, "exists": false, "locks": [], "unreadable": [], "not_shown": [] }),
             not_found: Some(format!("`{root}` does not exist; check the path (try `zk-lock tree /`)")),
             warning: None,
         });
     };
+    let mut not_shown = NotShown::default();
+    for path in not_walked {
+        not_shown.below(path);
+    }
     let mut locks = Vec::new();
     for path in candidates {
+        // `inspect` refuses such a path as a usage error; here it is one node among many.
+        if let Err(zk_lock::Error::InvalidPath { reason, .. }) = zk_lock::validate_lock_path(&path) {
+            let rule = not_shown::too_long(&path).unwrap_or(reason);
+            not_shown.lock(path, rule);
+            continue;
+        }
         // A lock released since the walk has vanished or is empty: not a lock any more.
         let found = match inspect::read(client, &path).await {
             Ok(Some(found)) if !found.is_empty() => found,
@@ -62,14 +79,15 @@ pub async fn run(client: &Client, root: &str) -> Result<Report, CliError> {
         let (holders, waiters, others) = count_roles(&found);
         locks.push(Lock { kind: lock_kind(&found), path, holders, waiters, others });
     }
-    Ok(report(root, &locks, &unreadable))
+    Ok(report(root, &locks, &unreadable, &not_shown))
 }
 
 /// Walks the subtree breadth first and returns the lock paths in it, sorted, and the nodes it
 /// may not list; `None` if `root` does not exist. A lock is a node with lock nodes as children (a
 /// child whose name ends in a server sequence number), or a semaphore: a node whose `leases`
 /// child has lease nodes, or whose `locks` child has lock nodes next to a `leases` child. Lock
-/// nodes themselves are not listed.
+/// nodes themselves are not listed, nor the children of a node whose path is over
+/// [`MAX_PATH_LEN`] bytes: that bounds the walk's depth.
 async fn find_locks(client: &Client, root: &str) -> Result<Option<Walk>, CliError> {
     let zk = client.zookeeper();
     let mut walk = Walk::default();
@@ -100,6 +118,15 @@ async fn find_locks(client: &Client, root: &str) -> Result<Option<Walk>, CliErro
                 if children.iter().any(|name| has_sequence(name)) {
                     // Inspecting `P/leases` itself shows its nodes; its semaphore is out of scope.
                     locks.insert(if path == root { path.clone() } else { lock_of(path, &with_leases) });
+                }
+                // Every path below one too long for a lock is longer still: no lock there can be
+                // shown, and a chain of any depth costs this one listing (the walk used to go
+                // down it all, then fail for its lock's path).
+                if path.len() > MAX_PATH_LEN {
+                    if children.iter().any(|name| !has_sequence(name)) {
+                        walk.not_walked.insert(path.clone());
+                    }
+                    continue;
                 }
                 for name in children.into_iter().filter(|name| !has_sequence(name)) {
                     if path == "/" && name == "zookeeper" {
@@ -141,8 +168,8 @@ fn has_sequence(name: &str) -> bool {
 }
 
 /// An indented outline of the subtree: directories end in `/`, locks carry their columns; then
-/// the nodes that could not be read, one a line, and a count of both.
-fn report(root: &str, locks: &[Lock], unreadable: &BTreeSet<String>) -> Report {
+/// the nodes that could not be read and those not shown, one a line, and a count of each.
+fn report(root: &str, locks: &[Lock], unreadable: &BTreeSet<String>, not_shown: &NotShown) -> Report {
     let mut table = Table::new(&["LOCK", "KIND", "HOLDERS", "WAITERS"]);
     let root_is_lock = locks.first().is_some_and(|lock| lock.path == root);
     if !root_is_lock {
@@ -152,11 +179,15 @@ fn report(root: &str, locks: &[Lock], unreadable: &BTreeSet<String>) -> Report {
     for lock in locks {
         let relative = lock.path.strip_prefix(root).unwrap_or(&lock.path).trim_start_matches('/');
         let segments: Vec<&str> = if relative.is_empty() { Vec::new() } else { relative.split('/').collect() };
-        // Directories between the root and the lock, each printed once.
-        for depth in 0..segments.len().saturating_sub(1) {
-            let dir = segments[..=depth].join("/");
-            if printed.insert(dir) {
-                table.row(vec![format!("{}{}/", "  ".repeat(depth + 1), segments[depth])]);
+        // Directories between the root and the lock, each printed once; each a slice of
+        // `relative`, not a join of its segments, which would cost a deep lock its depth squared.
+        let mut end = 0;
+        for (depth, segment) in segments.iter().enumerate().take(segments.len().saturating_sub(1)) {
+            end += segment.len() + usize::from(depth > 0);
+            let dir = &relative[..end];
+            if !printed.contains(dir) {
+                printed.insert(dir.to_owned());
+                table.row(vec![format!("{}{segment}/", "  ".repeat(depth + 1))]);
             }
         }
         let name = match segments.last() {
@@ -174,15 +205,27 @@ fn report(root: &str, locks: &[Lock], unreadable: &BTreeSet<String>) -> Report {
         text.push_str(&format!("{}: not readable (no permission), skipped\n", escape(path)));
     }
     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    text.push_str(&not_shown.lines());
     text.push_str(&format!("{} under {}", plural(locks.len(), "lock"), escape(root)));
-    let warning = (!unreadable.is_empty()).then(|| {
+    let mut warnings = Vec::new();
+    if !unreadable.is_empty() {
         text.push_str(&format!("; {} not readable (no permission)", plural(unreadable.len(), "node")));
-        format!(
+        warnings.push(format!(
             "{} under {root} not readable (no permission), skipped: locks below them are not listed; {}",
             plural(unreadable.len(), "node"),
             credentials_hint()
-        )
-    });
+        ));
+    }
+    if !not_shown.is_empty() {
+        let nodes = plural(not_shown.len(), "node");
+        text.push_str(&format!("; {nodes} {}", not_shown.summary()));
+        warnings.push(format!(
+            "{nodes} under {root} {}: a lock path has at most {MAX_PATH_LEN} bytes; they are listed after the \
+             table (`not_shown` with --json)",
+            not_shown.summary()
+        ));
+    }
+    let warning = (!warnings.is_empty()).then(|| warnings.join("; "));
     text.push('\n');
     let json = json!({
         "path": root,
@@ -195,6 +238,7 @@ fn report(root: &str, locks: &[Lock], unreadable: &BTreeSet<String>) -> Report {
             "unknown": lock.others,
         })).collect::<Vec<_>>(),
         "unreadable": unreadable,
+        "not_shown": not_shown.json(),
     });
     Report { text, json, not_found: None, warning }
 }
@@ -224,7 +268,8 @@ mod tests {
     #[test]
     fn outline_indents_directories_once() {
         let lock = |path: &str| Lock { path: path.into(), kind: "mutex".into(), holders: 1, waiters: 0, others: 0 };
-        let text = report("/r", &[lock("/r/a/x"), lock("/r/a/y"), lock("/r/b")], &BTreeSet::new()).text;
+        let text =
+            report("/r", &[lock("/r/a/x"), lock("/r/a/y"), lock("/r/b")], &BTreeSet::new(), &NotShown::default()).text;
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[1].trim_end(), "/r/");
         assert_eq!(lines[2].trim_end(), "  a/");
@@ -237,7 +282,7 @@ mod tests {
     fn unreadable_nodes_are_listed_and_counted() {
         let lock = Lock { path: "/r/open".into(), kind: "mutex".into(), holders: 1, waiters: 0, others: 0 };
         let unreadable: BTreeSet<String> = ["/r/owned".to_owned(), "/r/x/y".to_owned()].into();
-        let report = report("/r", &[lock], &unreadable);
+        let report = report("/r", &[lock], &unreadable, &NotShown::default());
         let lines: Vec<&str> = report.text.lines().collect();
         assert_eq!(
             lines[3..],

@@ -11,7 +11,7 @@ use zookeeper_client::{AddWatchMode, EventType, PersistentWatcher, WatchedEvent}
 
 use crate::error::CliError;
 use crate::inspect::{self, Snapshot};
-use crate::output::{escape, escape_lines, json_text, write_stdout, Report};
+use crate::output::{escape, escape_lines, json_text, write_stderr, write_stdout, Report};
 use crate::session_expiry::Dumps;
 use crate::terminal::Screen;
 
@@ -58,10 +58,12 @@ pub async fn run(
         .map_err(|e| CliError::zookeeper(path, &e))?;
     let mut dumps = Dumps::new(client, timeout);
     let mut display = Display::new(json).map_err(|e| cannot_write(&e))?;
+    // The warning last said on stderr.
+    let mut said = None;
     loop {
         let refreshed = tokio::time::Instant::now();
         let snapshot = inspect::snapshot(client, path, &mut dumps).await?;
-        match display.show(path, &snapshot, interval) {
+        match display.show(path, &snapshot, interval, &mut said) {
             Ok(()) => {}
             // `zk-lock watch /x | head` is done reading.
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
@@ -131,10 +133,24 @@ impl Display {
         Ok(Screen::enter()?.map_or(Self::Blocks, Self::Screen))
     }
 
-    /// Shows one refresh.
-    fn show(&mut self, path: &str, snapshot: &Snapshot, interval: Duration) -> io::Result<()> {
+    /// Shows one refresh. Its warning (why the sessions' expiry is unknown) is part of the
+    /// screen, redrawn in place; blocks and JSON lines would repeat it on every refresh, so
+    /// stderr says it instead, once, and again only if it changes (`said` is the last said).
+    fn show(
+        &mut self,
+        path: &str,
+        snapshot: &Snapshot,
+        interval: Duration,
+        said: &mut Option<String>,
+    ) -> io::Result<()> {
         let now = SystemTime::now();
-        let report = inspect::report(path, snapshot);
+        let mut report = inspect::report(path, snapshot);
+        if !matches!(self, Self::Screen(_)) {
+            if let Some(warning) = report.warning.take().filter(|warning| said.as_ref() != Some(warning)) {
+                write_stderr(&warning);
+                *said = Some(warning);
+            }
+        }
         match self {
             Self::Json => {
                 let mut document = report.json;

@@ -640,10 +640,16 @@ impl Watching {
     }
 
     fn start_on(connect: &str, args: &[&str]) -> Watching {
+        Self::start_with_stderr(connect, args, Stdio::inherit())
+    }
+
+    /// [`Watching::start_on`] with its stderr sent to `stderr`.
+    fn start_with_stderr(connect: &str, args: &[&str], stderr: impl Into<Stdio>) -> Watching {
         let mut child = Command::new(BIN)
             .args(args)
             .env("ZK_LOCK_CONNECT", connect)
             .stdout(Stdio::piped())
+            .stderr(stderr)
             .spawn()
             .expect("run zk-lock");
         let stdout = child.stdout.take().unwrap();
@@ -1158,5 +1164,233 @@ async fn inspect_tree_and_revoke_mark_nodes_whose_data_is_too_large_and_the_serv
     assert_eq!(code(&output), 0, "{}", stderr(&output));
     assert!(stdout(&output).contains(&marker), "{}", stdout(&output));
     assert_eq!(server.four_letter("ruok").ok().as_deref(), Some("imok"));
+    guard.release().await.unwrap();
+}
+
+/// Creates `depth` persistent nodes named `c`, each below the last, under `base` (which must
+/// exist), in multi-operations of at most about 256 KB (a request must stay under the server's
+/// 1 MB `jute.maxbuffer`); returns the deepest path.
+async fn create_chain(client: &Client, base: &str, depth: usize) -> String {
+    let zk = client.zookeeper();
+    let options = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    let mut path = base.to_owned();
+    let mut left = depth;
+    while left > 0 {
+        let mut multi = zk.new_multi_writer();
+        let mut bytes = 0;
+        while left > 0 && bytes < 256 * 1024 {
+            path.push_str("/c");
+            multi.add_create(&path, b"", &options).unwrap();
+            (left, bytes) = (left - 1, bytes + path.len());
+        }
+        multi.commit().await.expect("create a part of the chain");
+    }
+    path
+}
+
+/// Deletes what [`create_chain`] made below `base`, from `deepest` up, in multi-operations as
+/// large.
+async fn delete_chain(client: &Client, base: &str, deepest: &str) {
+    let zk = client.zookeeper();
+    let mut path = deepest.to_owned();
+    while path.len() > base.len() {
+        let mut multi = zk.new_multi_writer();
+        let mut bytes = 0;
+        while path.len() > base.len() && bytes < 256 * 1024 {
+            multi.add_delete(&path, None).unwrap();
+            bytes += path.len();
+            path.truncate(path.rfind('/').unwrap());
+        }
+        multi.commit().await.expect("delete a part of the chain");
+    }
+}
+
+/// Creates an ephemeral mutex node (`n-lock-` and a sequence number) under `path`, which is
+/// made first, with `data`; owned by `client`'s session.
+async fn plant_lock_node(client: &Client, path: &str, data: &[u8]) -> String {
+    let zk = client.zookeeper();
+    zk.mkdir(path, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.unwrap();
+    let options = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
+    let (_, sequence) = zk.create(&format!("{path}/n-lock-"), data, &options).await.unwrap();
+    format!("{path}/n-lock-{sequence}")
+}
+
+/// Issue 34 (8): a lock whose path is over the 1,024 bytes of a lock path made `tree` fail
+/// whole (exit code 2, nothing on stdout): anyone who could create a node broke `tree /` for
+/// everyone. Now the rest is shown and that lock is reported, its path cut.
+#[tokio::test]
+async fn tree_reports_a_lock_whose_path_is_too_long_and_shows_the_rest() {
+    let root = format!("{ROOT}/long-path");
+    let client = new_client().await;
+    let guard = Mutex::with_client(&client, format!("{root}/ok")).lock().await.unwrap();
+    let long = format!("{root}/{}", "x".repeat(1100));
+    plant_lock_node(&client, &long, b"").await;
+
+    let output = zk_lock(&["tree", &root]).await;
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[2].split_whitespace().collect::<Vec<_>>(), ["ok", "mutex", "1", "0"], "{text}");
+    let reported = lines[3];
+    assert!(reported.starts_with(&format!("{root}/xxxx")) && reported.len() < 400, "cut:\n{text}");
+    assert!(reported.contains(&format!("not shown: its path is {} bytes long", long.len())), "{text}");
+    assert!(reported.contains("over the 1024 bytes a lock path may have"), "{text}");
+    assert_eq!(lines[4], format!("1 lock under {root}; 1 node not shown (path too long)"), "{text}");
+    let warning = stderr(&output);
+    assert!(warning.starts_with(&format!("zk-lock: 1 node under {root} not shown (path too long)")), "{warning}");
+
+    let doc = zk_lock_json(&["tree", &root]).await;
+    let locks: Vec<&str> = doc["locks"].as_array().unwrap().iter().map(|l| l["path"].as_str().unwrap()).collect();
+    assert_eq!(locks, [format!("{root}/ok")], "{doc}");
+    let not_shown = &doc["not_shown"][0];
+    assert_eq!((&not_shown["path"], &not_shown["path_length"]), (&long.clone().into(), &long.len().into()), "{doc}");
+    assert!(not_shown["reason"].as_str().unwrap().contains("over the 1024 bytes a lock path may have"), "{doc}");
+
+    // `/` too: one node does not break it for everyone.
+    let everything = zk_lock_json(&["tree", "/"]).await;
+    let all: Vec<&str> = everything["locks"].as_array().unwrap().iter().map(|l| l["path"].as_str().unwrap()).collect();
+    assert!(all.contains(&format!("{root}/ok").as_str()), "{all:?}");
+    let skipped = everything["not_shown"].as_array().unwrap().iter().map(|n| n["path"].as_str().unwrap());
+    assert!(skipped.collect::<Vec<_>>().contains(&long.as_str()), "{everything}");
+    guard.release().await.unwrap();
+}
+
+/// Issue 34 (8): a chain of thousands of nodes with a lock node at its end cost `tree` seconds of
+/// CPU, then failed whole for the lock's path. Now the walk stops where paths grow past what a
+/// lock path may be, says so, and shows the rest.
+#[tokio::test]
+async fn tree_stops_a_deep_chain_where_no_lock_can_be_and_shows_the_rest() {
+    let root = format!("{ROOT}/deep-chain");
+    let client = new_client().await;
+    let guard = Mutex::with_client(&client, format!("{root}/ok")).lock().await.unwrap();
+    let base = format!("{root}/chain");
+    client.zookeeper().mkdir(&base, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.unwrap();
+    let started = Instant::now();
+    let deepest = create_chain(&client, &base, 2000).await;
+    let node = plant_lock_node(&client, &deepest, b"").await;
+    eprintln!("created a chain of 2000 nodes in {:?}", started.elapsed());
+    // The first node of the chain whose path is over 1024 bytes.
+    let cut = deepest[..deepest[1025..].find('/').map_or(deepest.len(), |i| 1025 + i)].to_owned();
+    assert!(cut.len() > 1024 && cut.len() - 2 <= 1024, "{}", cut.len());
+
+    let started = Instant::now();
+    let output = zk_lock(&["tree", &root]).await;
+    eprintln!("tree of the chain: {:?}", started.elapsed());
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[2].split_whitespace().collect::<Vec<_>>(), ["ok", "mutex", "1", "0"], "{text}");
+    assert!(lines[3].contains(&format!("not walked: its path is {} bytes long", cut.len())), "{text}");
+    assert_eq!(lines[4], format!("1 lock under {root}; 1 node not shown (path too long)"), "{text}");
+
+    let doc = zk_lock_json(&["tree", &root]).await;
+    assert_eq!(doc["locks"].as_array().unwrap().len(), 1, "{doc}");
+    assert_eq!(doc["not_shown"][0]["path"], cut, "{doc}");
+    assert!(doc["not_shown"][0]["reason"].as_str().unwrap().contains("not walked"), "{doc}");
+
+    client.zookeeper().delete(&node, None).await.unwrap();
+    delete_chain(&client, &base, &deepest).await;
+    guard.release().await.unwrap();
+}
+
+/// Issue 34 (8): `--json` showed a node's data as lossy UTF-8 (`\xff\xfe` became two U+FFFD).
+/// Now `"data"` is the text when the data is UTF-8 (else null), and `"data_base64"` the exact
+/// bytes, in `inspect`, `watch` and `revoke`.
+#[tokio::test]
+async fn json_carries_binary_data_exactly_in_base64() {
+    let path = format!("{ROOT}/binary-data");
+    let client = new_client().await;
+    let binary = plant_lock_node(&client, &path, b"\xff\xfe").await;
+    let text = plant_lock_node(&client, &path, b"10.0.0.7").await;
+
+    let doc = zk_lock_json(&["inspect", &path]).await;
+    let found = participants(&doc);
+    assert_eq!((&found[0]["node"], &found[1]["node"]), (&binary.clone().into(), &text.clone().into()), "{doc}");
+    assert_eq!((&found[0]["data"], &found[0]["data_base64"]), (&Value::Null, &"//4=".into()), "{doc}");
+    assert_eq!((&found[1]["data"], &found[1]["data_base64"]), (&"10.0.0.7".into(), &"MTAuMC4wLjc=".into()), "{doc}");
+
+    let mut watch = Watching::start(&["watch", &path, "--interval", "1h", "--json"]);
+    let line = watch.next_line("JSON document").await;
+    let doc: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!((&participants(&doc)[0]["data"], &participants(&doc)[0]["data_base64"]), (&Value::Null, &"//4=".into()));
+    assert_eq!(watch.interrupt().await.code(), Some(0));
+
+    let output = zk_lock(&["revoke", "--force", &path, "--json"]).await;
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let doc: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!((&doc["released"]["node"], &doc["released"]["data_base64"]), (&binary.into(), &"//4=".into()), "{doc}");
+}
+
+/// A loopback port that forwards ZooKeeper's traffic to the shared server but answers the
+/// four-letter word `dump` as a server whose whitelist lacks it does: sessions work through it,
+/// their expiry is unknown. Its threads live as long as the test process.
+fn without_dump() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let server = shared_server().addr();
+    std::thread::spawn(move || {
+        for client in listener.incoming().map_while(Result::ok) {
+            std::thread::spawn(move || forward_or_refuse_dump(client, server));
+        }
+    });
+    address.to_string()
+}
+
+fn forward_or_refuse_dump(mut client: std::net::TcpStream, server: std::net::SocketAddr) -> std::io::Result<()> {
+    use std::io::{Read, Write};
+    use std::net::{Shutdown, TcpStream};
+    // A session's first 4 bytes are a length, never these letters.
+    let mut first = [0; 4];
+    client.read_exact(&mut first)?;
+    if &first == b"dump" {
+        return client.write_all(b"dump is not executed because it is not in the whitelist.\n");
+    }
+    let mut upstream = TcpStream::connect(server)?;
+    upstream.write_all(&first)?;
+    let (mut from_client, mut to_server) = (client.try_clone()?, upstream.try_clone()?);
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut from_client, &mut to_server);
+        let _ = to_server.shutdown(Shutdown::Write);
+    });
+    std::io::copy(&mut upstream, &mut client)?;
+    client.shutdown(Shutdown::Write)
+}
+
+/// Issue 34 (11): why the sessions' expiry is unknown, which stderr says once, was printed in
+/// every block of `watch`. Now it is said once on stderr, in blocks and in JSON lines alike.
+#[tokio::test]
+async fn watch_says_once_on_stderr_why_session_expiry_is_unknown() {
+    let path = format!("{ROOT}/watch-no-dump");
+    let client = new_client().await;
+    let session = session_hex(&client);
+    let guard = Mutex::with_client(&client, &path).lock().await.unwrap();
+    let connect = without_dump();
+    for json in [false, true] {
+        let log = std::env::temp_dir().join(format!("zk-lock-cli-watch-no-dump-{}-{json}", std::process::id()));
+        let mut args = vec!["watch", path.as_str(), "--interval", "200ms"];
+        if json {
+            args.push("--json");
+        }
+        let mut watch = Watching::start_with_stderr(&connect, &args, std::fs::File::create(&log).unwrap());
+        for _ in 0..3 {
+            match json {
+                true => {
+                    let doc: Value = serde_json::from_str(&watch.next_line("JSON document").await).unwrap();
+                    assert!(doc["session_expiry_unknown"].as_str().unwrap().contains("whitelist"), "{doc}");
+                }
+                false => {
+                    let block = watch.block_where("holder", |block| block.contains(&session)).await;
+                    assert_eq!(row_of(&block, &session)[4], "-", "{block}");
+                    assert!(!block.contains("session expiry unknown"), "said on stderr, not in blocks:\n{block}");
+                }
+            }
+        }
+        assert_eq!(watch.interrupt().await.code(), Some(0));
+        let errors = std::fs::read_to_string(&log).unwrap();
+        let _ = std::fs::remove_file(&log);
+        assert_eq!(errors.lines().count(), 1, "json: {json}: {errors}");
+        let expected = format!("zk-lock: session expiry unknown (EXPIRES-IN: -): {connect}: `dump` is not in its");
+        assert!(errors.starts_with(&expected), "json: {json}: {errors}");
+    }
     guard.release().await.unwrap();
 }
