@@ -26,11 +26,8 @@ impl Owner {
 /// This machine's host name, or `unknown` if there is none that [`HolderDescription::parse`]
 /// would accept back.
 static HOST: LazyLock<String> = LazyLock::new(|| {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|name| name.trim().to_owned())
+    let name = gethostname::gethostname();
+    Some(name.to_string_lossy().trim().to_owned())
         .filter(|name| is_host_name(name))
         .unwrap_or_else(|| "unknown".to_owned())
 });
