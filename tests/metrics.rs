@@ -4,14 +4,23 @@
 //!
 //! A binary of its own: the recorder is process-wide, and the counts must be this test's alone.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tokio::sync::mpsc;
 use tokio::time::timeout;
 use zk_lock::testing::{shared_server as server, wait_for_children};
 use zk_lock::{Client, Error, LostReason, Mutex, RwLock, Semaphore};
 
 const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The process's recorder, installed by the first test to ask. The tests label their locks
+/// apart (the API's `(api)` template, or a template of their own), so their counts do not mix.
+fn recorder() -> &'static PrometheusHandle {
+    static RECORDER: OnceLock<PrometheusHandle> = OnceLock::new();
+    RECORDER.get_or_init(|| PrometheusBuilder::new().install_recorder().expect("install the recorder"))
+}
 
 async fn new_client() -> Client {
     Client::builder(server().connect_string()).connect().await.expect("connect to the test server")
@@ -51,7 +60,7 @@ async fn settled(metrics: &PrometheusHandle) -> String {
 
 #[tokio::test]
 async fn every_way_an_acquisition_or_a_hold_ends_is_counted_and_the_gauges_return_to_zero() {
-    let metrics = PrometheusBuilder::new().install_recorder().expect("install the recorder");
+    let metrics = recorder();
     let (client, other) = (new_client().await, new_client().await);
     let api = |recipe: &str| format!(r#"recipe="{recipe}",template="(api)""#);
     let ended = |recipe: &str, outcome: &str| format!(r#"{},outcome="{outcome}""#, api(recipe));
@@ -97,7 +106,7 @@ async fn every_way_an_acquisition_or_a_hold_ends_is_counted_and_the_gauges_retur
     let labelled = Mutex::with_client(&client, "/it-metrics/orders/7").with_template("/it-metrics/orders/<id>");
     labelled.lock().await.unwrap().release().await.unwrap();
 
-    let page = settled(&metrics).await;
+    let page = settled(metrics).await;
     println!("{page}");
     let counted = [
         (ended("mutex", "granted"), 4.0),
@@ -127,4 +136,66 @@ async fn every_way_an_acquisition_or_a_hold_ends_is_counted_and_the_gauges_retur
     let lost_by = |reason: &str| format!(r#"{},reason="{reason}""#, api("mutex"));
     assert_eq!(value(&page, "zk_lock_locks_lost_total", &lost_by("node_deleted")), 1.0, "{page}");
     assert_eq!(value(&page, "zk_lock_locks_lost_total", &lost_by("session_closed")), 1.0, "{page}");
+}
+
+/// Waits until `waiter` (an acquisition reporting its places to `places`) was told its place in
+/// line, and returns it; panics if it ends first.
+async fn told_place<T: std::fmt::Debug>(
+    waiter: &mut (impl std::future::Future<Output = T> + Unpin),
+    places: &mut mpsc::UnboundedReceiver<usize>,
+) -> usize {
+    tokio::select! {
+        ended = waiter => panic!("the acquisition ended before it was told its place: {ended:?}"),
+        place = timeout(PATIENCE, places.recv()) => place.expect("told its place in time").expect("a place"),
+    }
+}
+
+/// `zk_lock_queue_place` shows a waiter's place only while it waits: a waiter that is cancelled,
+/// gives up or is granted takes its place off (the gauge shows the latest place of a waiter
+/// still waiting), and it is 0 once nobody waits.
+#[tokio::test]
+async fn the_queue_place_gauge_forgets_each_waiter_that_left() {
+    let metrics = recorder();
+    let (path, template) = ("/it-metrics/place", "/it-metrics/<place>");
+    let labels = format!(r#"recipe="mutex",template="{template}""#);
+    let place_now = || value(&metrics.render(), "zk_lock_queue_place", &labels);
+    let (client, other) = (new_client().await, new_client().await);
+    let waiter = || {
+        let (told, places) = mpsc::unbounded_channel();
+        let mutex = Mutex::with_client(&client, path).with_template(template).with_queue_reports(move |position| {
+            let _ = told.send(position.place);
+        });
+        (mutex, places)
+    };
+    let holder = Mutex::with_client(&other, path).with_template(template).lock().await.unwrap();
+
+    // The first waiter is next: 2nd.
+    let (first, mut first_places) = waiter();
+    let mut first_waits = Box::pin(first.lock());
+    assert_eq!(told_place(&mut first_waits, &mut first_places).await, 2);
+    assert_eq!(place_now(), 2.0);
+
+    // A second waiter is 3rd, and the latest to learn its place; cancelled, its place goes and
+    // the first waiter's shows again.
+    let (second, mut second_places) = waiter();
+    let mut second_waits = Box::pin(second.lock());
+    assert_eq!(told_place(&mut second_waits, &mut second_places).await, 3);
+    assert_eq!(place_now(), 3.0);
+    drop(second_waits);
+    assert_eq!(place_now(), 2.0, "the cancelled waiter's place went");
+    wait_for_children(&other, path, |nodes| nodes.len() == 2).await.unwrap();
+
+    // A waiter that gives up.
+    let (third, mut third_places) = waiter();
+    let mut third_waits = Box::pin(third.lock_timeout(Duration::from_secs(2)));
+    assert_eq!(told_place(&mut third_waits, &mut third_places).await, 3);
+    assert_eq!(place_now(), 3.0);
+    assert!(matches!(third_waits.await, Err(Error::Timeout { .. })));
+    assert_eq!(place_now(), 2.0, "the waiter that gave up took its place off");
+
+    // The first waiter is granted: nobody waits any more.
+    holder.release().await.unwrap();
+    let guard = timeout(PATIENCE, first_waits).await.expect("granted in time").unwrap();
+    assert_eq!(place_now(), 0.0, "nobody waits: {}", metrics.render());
+    guard.release().await.unwrap();
 }

@@ -29,6 +29,10 @@ async fn shutdown_closes_every_client_of_the_registry() {
         let nodes = children(&observer, guard.path()).await.unwrap();
         assert!(nodes.is_empty(), "the node under {} went with its session: {nodes:?}", guard.path());
     }
+    // No credentials were configured: the loss does not speak of any.
+    let loss = by_default.release().await.expect_err("the lock was lost").to_string();
+    assert!(loss.contains("/it-shutdown/default") && loss.contains("zk_lock::shutdown"), "{loss}");
+    assert!(!loss.contains("credential") && !loss.contains("auth"), "{loss}");
     assert!(default.is_closed() && named.is_closed());
     assert!(by_private.is_held(), "a client outside the registry is not closed");
     assert!(!private.is_closed());

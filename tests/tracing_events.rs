@@ -13,7 +13,7 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
 use zk_lock::testing::{shared_server, wait_for_children};
-use zk_lock::{revoke_with, Client, LostReason, Mutex};
+use zk_lock::{revoke_with, Client, LostReason, Mutex, RwLock};
 
 /// How long a test waits for an expected event before failing.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -156,6 +156,28 @@ async fn wait_for_events(path: &str, message: &str, count: usize) {
     }
 }
 
+/// Every event recorded so far.
+fn all_events() -> Vec<Recorded> {
+    recorder().events.lock().unwrap().clone()
+}
+
+/// Waits until the recorded events satisfy `done`; panics after [`PATIENCE`], saying `what` was
+/// awaited.
+async fn wait_until(what: &str, done: impl Fn(&[Recorded]) -> bool) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let recorded = recorder().recorded.notified();
+        tokio::pin!(recorded);
+        recorded.as_mut().enable();
+        if done(&all_events()) {
+            return;
+        }
+        if tokio::time::timeout_at(deadline, recorded).await.is_err() {
+            panic!("never saw {what}: {:#?}", all_events());
+        }
+    }
+}
+
 fn one(events: &[Recorded], message: &str, matching: impl Fn(&Recorded) -> bool) -> Recorded {
     let found: Vec<_> = events.iter().filter(|e| e.message == message && matching(e)).collect();
     assert_eq!(found.len(), 1, "expected one `{message}` event, found {found:#?} among {events:#?}");
@@ -183,11 +205,12 @@ async fn acquisition_queue_position_release_and_drop_are_reported() {
     wait_for_events(path, "lock released", 2).await;
 
     let events = events_about(path);
-    let joined_first = one(&events, "joined the lock queue", |e| e.field("queue_position") == Some("0"));
+    // Places in line: the holder is 1st.
+    let joined_first = one(&events, "joined the lock queue", |e| e.field("queue_position") == Some("1"));
     assert_eq!(joined_first.field("ahead"), Some("0"));
     assert_eq!(joined_first.span_name, Some("zk_lock.acquire"));
     assert_eq!(joined_first.field("recipe"), Some("mutex"));
-    let joined_second = one(&events, "joined the lock queue", |e| e.field("queue_position") == Some("1"));
+    let joined_second = one(&events, "joined the lock queue", |e| e.field("queue_position") == Some("2"));
     assert_eq!(joined_second.field("ahead"), Some("1"));
 
     for token in [first_token, second_token] {
@@ -286,4 +309,76 @@ async fn nested_code_waiting_for_its_own_earlier_guards_loan_is_warned() {
     let warned = the_only_warning_about(path);
     assert!(warned.message.contains("on loan") && warned.message.contains("scope(..)"), "{warned:?}");
     guard.release().await.unwrap();
+}
+
+/// Places in line are numbered one way everywhere, the holder being 1st: the `queue_position` of
+/// `joined the lock queue` is the place the waiter is told (`place`, "2nd in line"). A writer
+/// joining an empty queue is 1st; two readers behind it both wait for it alone, so both are 2nd.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_positions_and_places_in_line_both_count_the_holder_as_first() {
+    recorder();
+    let path = "/it-tracing/places";
+    let (client, other) = (new_client().await, new_client().await);
+    let writer = RwLock::with_client(&client, path).write().await.unwrap();
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let other = other.clone();
+            tokio::spawn(async move { RwLock::with_client(&other, path).read().await })
+        })
+        .collect();
+    let told = |events: &[Recorded]| {
+        events.iter().filter(|e| e.field("path") == Some(path) && e.fields.contains_key("place")).count()
+    };
+    wait_until("both readers told their place", |events| told(events) == 2).await;
+    writer.release().await.unwrap();
+    for reader in readers {
+        reader.await.unwrap().unwrap().release().await.unwrap();
+    }
+
+    let events = events_about(path);
+    let mut joined: Vec<&str> = events
+        .iter()
+        .filter(|e| e.message == "joined the lock queue")
+        .map(|e| e.field("queue_position").expect("a queue_position"))
+        .collect();
+    joined.sort_unstable();
+    assert_eq!(joined, ["1", "2", "2"], "the writer is 1st, each reader 2nd: {events:#?}");
+    for place in events.iter().filter(|e| e.fields.contains_key("place")) {
+        assert_eq!(place.field("place"), Some("2"), "{place:#?}");
+        assert!(place.message.starts_with("2nd in line"), "{place:#?}");
+    }
+}
+
+/// The WARN event of a session whose authentication ZooKeeper refused, if any.
+fn refusal_of(session: &str) -> Option<Recorded> {
+    let events = all_events();
+    events.into_iter().find(|e| e.level == tracing::Level::WARN && e.field("session") == Some(session))
+}
+
+/// A session whose authentication ZooKeeper refuses is given up by zookeeper-client: its locks
+/// are lost as `SessionClosed`, and a WARN event names the session and says its authentication
+/// was refused (the loss's own message cannot know whether credentials were given, and names
+/// none). A close makes zookeeper-client give its session up the same way, and is no refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_authentication_is_warned_of_and_a_close_is_not() {
+    recorder();
+    let client = new_client().await;
+    let guard = Mutex::with_client(&client, "/it-tracing/auth-refused").lock().await.unwrap();
+    let zk = client.zookeeper();
+    let session = zk.session_id().to_string();
+    // A scheme no server knows: the server refuses it, and zookeeper-client gives the session up.
+    let refused = zk.auth("zk-lock-test-no-such-scheme", b"").await;
+    assert!(matches!(refused, Err(zookeeper_client::Error::AuthFailed)), "{refused:?}");
+    assert_eq!(tokio::time::timeout(PATIENCE, guard.lost()).await, Ok(LostReason::SessionClosed));
+    wait_until("the refusal's warning", |_| refusal_of(&session).is_some()).await;
+    let warned = refusal_of(&session).expect("warned");
+    assert!(warned.message.contains("refused to authenticate"), "{warned:#?}");
+    assert!(warned.message.contains("ClientBuilder::auth"), "what to check is named: {warned:#?}");
+
+    let closing = new_client().await;
+    let held = Mutex::with_client(&closing, "/it-tracing/auth-closed").lock().await.unwrap();
+    let closed_session = closing.zookeeper().session_id().to_string();
+    closing.close().await;
+    assert_eq!(tokio::time::timeout(PATIENCE, held.lost()).await, Ok(LostReason::SessionClosed));
+    assert!(refusal_of(&closed_session).is_none(), "a close is no refusal: {:#?}", refusal_of(&closed_session));
 }

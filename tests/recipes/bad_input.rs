@@ -148,6 +148,41 @@ async fn rendered_values_that_break_the_path_are_refused_before_any_request() {
     assert!(created.is_none(), "nothing was created");
 }
 
+#[zk_lock(path = "/it-bad-input-empty/sku_<id>", client = "bad-input-empty")]
+async fn by_sku(id: &str) -> Result<(), Error> {
+    unreachable!("the body must not run for {id:?}")
+}
+
+#[zk_lock(path = "/it-bad-input-empty/<id>/stock", client = "bad-input-empty")]
+async fn by_segment(id: &str) -> Result<(), Error> {
+    unreachable!("the body must not run for {id:?}")
+}
+
+/// A placeholder that renders empty inside a segment (`sku_<id>`) leaves no empty segment: the
+/// error names the placeholder, the path and what a value needs, and speaks of no `//`. One that
+/// is a whole segment does leave one, and says so.
+#[tokio::test]
+async fn an_empty_value_is_named_as_its_placeholder_rendering_empty() {
+    let client = Client::builder(server().connect_string()).install_as("bad-input-empty").await.unwrap();
+    let refusal = |outcome: zk_lock::Result<()>, expected_path: &str| match outcome {
+        Err(error @ Error::InvalidPath { .. }) => {
+            let message = error.to_string();
+            let Error::InvalidPath { path, reason } = error else { unreachable!() };
+            assert_eq!(path, expected_path, "the error names the rendered path");
+            assert!(message.contains(&format!("`{expected_path}`")), "{message}");
+            assert!(reason.contains("`<id>` rendered empty"), "the placeholder is named: {reason}");
+            assert!(reason.contains("at least one character") && reason.contains("allowed are"), "{reason}");
+            reason
+        }
+        other => panic!("{expected_path}: expected InvalidPath, got {other:?}"),
+    };
+    let inside = refusal(by_sku("").await, "/it-bad-input-empty/sku_");
+    assert!(!inside.contains("//") && !inside.contains("empty segment"), "there is no empty segment: {inside}");
+    let whole = refusal(by_segment("").await, "/it-bad-input-empty//stock");
+    assert!(whole.contains("empty segment (`//`)"), "{whole}");
+    assert!(client.zookeeper().check_stat("/it-bad-input-empty").await.unwrap().is_none(), "nothing was created");
+}
+
 #[tokio::test]
 async fn every_recipe_refuses_bad_paths_before_any_request() {
     let client = new_client().await;

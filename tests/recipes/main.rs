@@ -55,6 +55,7 @@ mod max_hold;
 mod multi_lock;
 mod mutex;
 mod new_paths;
+mod outage_errors;
 mod participants;
 mod partition;
 mod queue_position;

@@ -40,7 +40,10 @@ use crate::args::Attribute;
 ///   would change the shape of the path (empty, `.`, `..`, containing `/` or control
 ///   characters) makes the call fail with `Error::InvalidPath`, never take another lock.
 /// - `timeout = "<duration>"`: how long to wait for the lock, like `"5s"`, `"250ms"` or
-///   `"1m30s"`; then the call returns `Error::Timeout`. `"0s"` tries once and returns
+///   `"1m30s"`, counted from the call: it also bounds connecting the default client on its
+///   first use. Then the call returns `Error::Timeout` (`Error::ConnectionDown` if the
+///   connection to ZooKeeper was down then, `Error::Connect` if the default client was still
+///   connecting). `"0s"` tries once and returns
 ///   `Error::Busy` if the lock is held. Without it the client's default applies (none unless
 ///   configured: wait as long as it takes).
 /// - `max_hold = "<duration>"`: the longest the lock may be held, like `"30s"`. At the limit

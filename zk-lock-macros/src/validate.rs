@@ -1,7 +1,8 @@
 //! Checks the annotated function against the arguments: an `async fn` returning `Result`,
 //! and a binding for every placeholder.
 
-use proc_macro2::Span;
+use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
+use quote::ToTokens;
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments, ReturnType, Signature, Type, TypeParamBound};
@@ -22,7 +23,87 @@ pub(crate) fn check(args: &Args, item: &ItemFn, mut errors: Errors) -> syn::Resu
             }
         }
     }
+    if let Some(unbound) = unbound_guard(item, args.guard.as_ref()) {
+        let attr = args.attribute.shown();
+        let message = match &args.guard {
+            None => format!(
+                "`{unbound}` is not bound in `{}`: to use the lock's guard in the body, add `guard = {unbound}` to {attr}",
+                item.sig.ident
+            ),
+            Some(guard) => format!(
+                "`{unbound}` is not bound in `{}`: {attr} binds the lock's guard as `{guard}` (`guard = {guard}`); \
+                 write `{guard}` or change it to `guard = {unbound}`",
+                item.sig.ident
+            ),
+        };
+        errors.at(unbound.span(), message);
+    }
     errors.into_result()
+}
+
+/// The methods of the guards (`zk_lock::MutexGuard` and the others) that other values seldom
+/// have: a call of one on a name bound nowhere is most likely meant for the lock's guard.
+const GUARD_METHODS: &[&str] = &[
+    "fencing_token",
+    "fencing_tokens",
+    "fenced_writer",
+    "node_path",
+    "node_paths",
+    "is_held",
+    "is_revoked",
+    "lost",
+    "revoked",
+];
+
+/// A name the function uses as a guard (`x.fencing_token()`, `x.is_held()`, ...) but binds
+/// nowhere, when `guard = ..` does not bind it: the body cannot compile, and rustc alone would only
+/// say it cannot find `x`, without a word about `guard = x`.
+///
+/// A proc macro cannot resolve names, so the hint is kept to what cannot be valid code: every
+/// occurrence of the name, anywhere in the function (its signature, its body, the tokens of the
+/// macros called in it), must be such a method call's receiver. Any other occurrence may bind it
+/// (a parameter, `let`, a closure's or a pattern's binding, a local item) and silences the hint.
+/// What is left is a name from outside the function: a `static` or `const`, named in upper
+/// case, which the hint leaves alone; `self` and paths (`a::x`, `a.x`) are never candidates.
+fn unbound_guard(item: &ItemFn, bound: Option<&Ident>) -> Option<Ident> {
+    let mut uses: Vec<(Ident, bool)> = Vec::new();
+    scan(item.to_token_stream(), &mut uses);
+    let as_receiver_only = |name: &Ident| uses.iter().all(|(other, receiver)| other != name || *receiver);
+    uses.iter()
+        .filter(|(name, receiver)| *receiver && Some(name) != bound)
+        .map(|(name, _)| name)
+        .find(|name| {
+            let text = name.unraw().to_string();
+            !matches!(text.as_str(), "self" | "Self" | "super" | "crate")
+                && !text.starts_with(|c: char| c.is_uppercase())
+                && as_receiver_only(name)
+        })
+        .cloned()
+}
+
+/// Records every identifier of `tokens` (in groups too), with whether it is the receiver of a
+/// call of a guard method: `x . method (..)`, not after `.`, `::` or `$`. An identifier after `$`
+/// is a macro's metavariable, not a name, and is skipped; a lifetime's is not recorded.
+fn scan(tokens: TokenStream, uses: &mut Vec<(Ident, bool)>) {
+    let trees: Vec<TokenTree> = tokens.into_iter().collect();
+    for (at, tree) in trees.iter().enumerate() {
+        match tree {
+            TokenTree::Group(group) => scan(group.stream(), uses),
+            TokenTree::Ident(ident) => {
+                let before = at.checked_sub(1).and_then(|before| trees.get(before));
+                if matches!(before, Some(TokenTree::Punct(p)) if matches!(p.as_char(), '$' | '\'')) {
+                    continue;
+                }
+                let after_path = matches!(before, Some(TokenTree::Punct(p)) if matches!(p.as_char(), '.' | ':'));
+                let receiver = !after_path
+                    && matches!(trees.get(at + 1), Some(TokenTree::Punct(p)) if p.as_char() == '.')
+                    && matches!(trees.get(at + 2), Some(TokenTree::Ident(method)) if GUARD_METHODS.iter().any(|m| method == m))
+                    && matches!(trees.get(at + 3), Some(TokenTree::Group(args)) if args.delimiter() == Delimiter::Parenthesis);
+                uses.push((ident.clone(), receiver));
+            }
+            TokenTree::Punct(_) | TokenTree::Literal(_) => {}
+        }
+    }
 }
 
 fn check_signature(attribute: Attribute, sig: &Signature, errors: &mut Errors) {
@@ -182,4 +263,42 @@ pub(crate) fn error_type_span(sig: &Signature) -> Span {
         }
     }
     last.ident.span()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unbound(function: &str, guard: Option<&str>) -> Option<String> {
+        let item: ItemFn = syn::parse_str(function).unwrap();
+        let guard = guard.map(|name| Ident::new(name, Span::call_site()));
+        unbound_guard(&item, guard.as_ref()).map(|name| name.to_string())
+    }
+
+    #[test]
+    fn a_name_used_only_as_a_guard_and_bound_nowhere_is_named() {
+        let body = "async fn f(id: u64) -> Result<(), E> { db.write(id, g.fencing_token()).await }";
+        assert_eq!(unbound(body, None).as_deref(), Some("g"));
+        assert_eq!(unbound(body, Some("guard")).as_deref(), Some("g"));
+        assert_eq!(unbound(body, Some("g")), None);
+        let in_a_macro = "async fn f() -> Result<(), E> { tokio::select! { _ = guard.lost() => {} } Ok(()) }";
+        assert_eq!(unbound(in_a_macro, None).as_deref(), Some("guard"));
+    }
+
+    #[test]
+    fn any_other_occurrence_of_the_name_silences_the_hint() {
+        for function in [
+            "async fn f(g: &G) -> Result<bool, E> { Ok(g.is_held()) }",
+            "async fn f() -> Result<bool, E> { let g = G; Ok(g.is_held()) }",
+            "async fn f() -> Result<i64, E> { Ok((|g: &G| g.fencing_token())(&G)) }",
+            "async fn f(o: Option<G>) -> Result<bool, E> { Ok(if let Some(g) = o { g.is_held() } else { false }) }",
+            "async fn f() -> Result<bool, E> { fn g() {} Ok(g.is_held()) }",
+            "async fn f() -> Result<bool, E> { Ok(self.g.is_held() && a::g.is_held()) }",
+            "async fn f() -> Result<bool, E> { Ok(STATE.is_held() && self.is_held()) }",
+            "async fn f() -> Result<bool, E> { macro_rules! m { ($g:expr) => { $g.is_held() } } Ok(m!(G)) }",
+            "async fn f() -> Result<bool, E> { Ok(g.len() > 0) }",
+        ] {
+            assert_eq!(unbound(function, None), None, "{function}");
+        }
+    }
 }

@@ -12,12 +12,37 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// The lock was not granted within the timeout; the queue node was removed.
+    ///
+    /// The connection to ZooKeeper was up when the timeout passed: someone else held the lock
+    /// (or was ahead in line) all along, unless the connection was down for part of the wait.
+    /// A wait that ends with the connection down is [`Error::ConnectionDown`] instead.
     #[error("timed out after {waited:?} waiting for lock `{path}`; raise the timeout or find the holder with `zk-lock inspect {path}`")]
     Timeout {
         /// The lock path.
         path: String,
         /// How long the acquisition waited.
         waited: Duration,
+    },
+
+    /// The lock was not granted within the timeout, and the connection to ZooKeeper was down
+    /// when the timeout passed: the outage, not a holder, is why the wait ended, and whether
+    /// anyone holds the lock is unknown. The queue node is removed (at the latest with the
+    /// session, once the servers are reachable again).
+    ///
+    /// The connection counts as down while the session's connection is lost (zookeeper-client
+    /// reconnecting), and while the client has no session and is opening one. A first
+    /// connection of a client that never had a session fails with [`Error::Connect`] instead.
+    #[error("timed out after {waited:.2?} waiting for lock `{path}` because the connection to zookeeper {} was down: down for {down:.2?} of the wait and still down when it ended, so whether anyone holds the lock is unknown; check that those servers are running and reachable from this host", servers(.connect_string))]
+    ConnectionDown {
+        /// The lock path.
+        path: String,
+        /// How long the acquisition waited.
+        waited: Duration,
+        /// How long, within the wait, the connection was down.
+        down: Duration,
+        /// The servers the client connects to, as its connect string (empty for a client made
+        /// with [`Client::from_zookeeper`](crate::Client::from_zookeeper)).
+        connect_string: String,
     },
 
     /// A single attempt (`try_lock`, `timeout = "0s"`) found the lock held by someone else.
@@ -74,7 +99,9 @@ pub enum Error {
         path: String,
     },
 
-    /// No ZooKeeper session could be established.
+    /// No ZooKeeper session could be established: within the connect timeout, or, for the
+    /// default client's first connection by an annotated call with a `timeout`, before that
+    /// timeout ran out (the reason says which, and what dialling the servers found).
     #[error("cannot connect to ZooKeeper at `{connect_string}`: {reason}")]
     Connect {
         /// The connect string that was tried.
@@ -230,7 +257,7 @@ impl std::fmt::Display for LostReason {
         f.write_str(match self {
             Self::SessionExpired => "the zookeeper session expired",
             Self::SessionClosed => {
-                "the zookeeper session was closed (by `Client::close` or `zk_lock::shutdown`, or its credentials were refused)"
+                "the zookeeper session was closed (by `Client::close` or `zk_lock::shutdown`), or zookeeper-client gave it up"
             }
             Self::ConnectionLost => {
                 "no renewal of the session by the zookeeper leader proven for 4/5 of the session timeout; the session is given up before the leader could expire it"
@@ -244,6 +271,14 @@ impl std::fmt::Display for LostReason {
                 );
             }
         })
+    }
+}
+
+/// The servers of a connect string, as [`Error::ConnectionDown`] names them.
+fn servers(connect_string: &str) -> String {
+    match connect_string {
+        "" => "(a session opened with zookeeper-client, its servers unknown to zk-lock)".to_owned(),
+        servers => format!("at `{servers}`"),
     }
 }
 

@@ -132,7 +132,7 @@
 //! | span / event | level | fields |
 //! |---|---|---|
 //! | span `zk_lock.acquire` | DEBUG | `recipe` (`mutex`, `read`, `write`, `semaphore`, `semaphore-mutex`), `path`; once granted `node` (full path) and `fencing_token` |
-//! | `joined the lock queue` | DEBUG | `node` (name), `queue_position` (0: first in line), `ahead` (nodes it waits for) |
+//! | `joined the lock queue` | DEBUG | `node` (name), `queue_position` (its place in line as [`QueuePosition::place`] numbers it: the holder is 1st), `ahead` (nodes it waits for) |
 //! | `lock acquired` | DEBUG | `waited_ms` |
 //! | `lock not acquired` | DEBUG | `waited_ms`, `error` (timeout, busy, ...) |
 //! | `lock released` | DEBUG | `recipe`, `path`, `node`, `held_ms`, `dropped` (`true`: by dropping the guard) |
@@ -141,6 +141,7 @@
 //! | `found our node again after a lost create reply` | DEBUG | `parent`, `node` |
 //! | `our node was deleted while it waited: joining the queue again` | INFO | `node` |
 //! | `ignored an invalid ZK_LOCK_ORDER (it takes 1, true, on, 0, false or off)` | WARN | `value`, `checking` (the build's default, kept) |
+//! | `zookeeper refused to authenticate the session (AuthFailed), ..` (its locks are lost as `SessionClosed`) | WARN | `session` (its id) |
 //!
 //! The first four happen inside the `zk_lock.acquire` span, so they carry its fields; the others
 //! happen wherever the guard is, and carry their own. A held lock ends with exactly one of

@@ -5,6 +5,7 @@
 //! Names and labels are part of the public contract (docs/guide.md, "Metrics"). Without the
 //! feature every function here is empty.
 
+use std::future::Future;
 use std::time::Duration;
 
 use crate::error::{Error, LostReason};
@@ -25,7 +26,9 @@ pub const HOLD_SECONDS: &str = "zk_lock_hold_seconds";
 pub const LOST: &str = "zk_lock_locks_lost_total";
 
 /// The place in line (2: next; the holder is 1st) of the latest waiter of this recipe and
-/// template that learnt of a change, as its `QueuePosition` said.
+/// template that learnt of a change, as its `QueuePosition` said, among those still waiting: a
+/// waiter that is granted, gives up or is cancelled takes its place off (the gauge shows the
+/// place of the latest waiter still waiting), and the gauge is 0 once none waits.
 pub const QUEUE_PLACE: &str = "zk_lock_queue_place";
 
 /// The `template` label of a lock taken without an attribute (`Mutex::new(path)` and the
@@ -33,7 +36,7 @@ pub const QUEUE_PLACE: &str = "zk_lock_queue_place";
 pub const UNANNOTATED: &str = "(api)";
 
 /// The labels every metric of one lock carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Labels {
     /// `mutex`, `read`, `write`, `semaphore`, `semaphore-mutex`.
     pub recipe: &'static str,
@@ -64,11 +67,16 @@ fn reason_label(reason: LostReason) -> &'static str {
 
 /// One acquisition, counted as waiting from [`Waiting::start`] until [`Waiting::end`] or until
 /// it is dropped (a cancelled acquisition stops waiting too, and is counted as nothing else).
+/// The places in line it is told while [`track`](Waiting::track)ed go into
+/// [`QUEUE_PLACE`] until then.
 #[derive(Debug)]
 pub(crate) struct Waiting {
     /// Kept only with the feature: without it, a waiting acquisition carries nothing for it.
     #[cfg(feature = "metrics")]
     labels: Labels,
+    /// Its entry in the queue places' ledger, once it was told a place.
+    #[cfg(feature = "metrics")]
+    told: Option<places::Waiter>,
 }
 
 impl Waiting {
@@ -76,13 +84,28 @@ impl Waiting {
         #[cfg(feature = "metrics")]
         {
             ::metrics::gauge!(WAITING, "recipe" => labels.recipe, "template" => labels.template).increment(1.0);
-            Self { labels }
+            Self { labels, told: None }
         }
         #[cfg(not(feature = "metrics"))]
         {
             let _ = labels;
             Self {}
         }
+    }
+
+    /// Runs `acquire`, the acquisition's work: the places in line it is told while polled
+    /// ([`queue_place`], called from inside its poll) are this waiter's, taken off the gauge when
+    /// it stops waiting.
+    #[cfg(feature = "metrics")]
+    pub(crate) async fn track<F: Future>(&mut self, acquire: F) -> F::Output {
+        let mut acquire = std::pin::pin!(acquire);
+        std::future::poll_fn(|cx| places::polling(&mut self.told, || acquire.as_mut().poll(cx))).await
+    }
+
+    /// Runs `acquire`: without the feature nobody takes the places in line.
+    #[cfg(not(feature = "metrics"))]
+    pub(crate) fn track<F: Future>(&mut self, acquire: F) -> F {
+        acquire
     }
 
     /// The acquisition ended with `result` after `waited`.
@@ -105,6 +128,9 @@ impl Waiting {
 impl Drop for Waiting {
     fn drop(&mut self) {
         ::metrics::gauge!(WAITING, "recipe" => self.labels.recipe, "template" => self.labels.template).decrement(1.0);
+        if let Some(waiter) = self.told.take() {
+            places::left(self.labels, waiter);
+        }
     }
 }
 
@@ -134,12 +160,110 @@ pub(crate) fn held_ended(labels: Labels, lost: Option<LostReason>, held_for: Dur
     let _ = (labels, lost.map(reason_label), held_for);
 }
 
-/// A waiter learnt it is `place` in line.
+/// A waiter learnt it is `place` in line: the waiter whose acquisition is being polled on this
+/// thread ([`Waiting::track`]).
 pub(crate) fn queue_place(labels: Labels, place: usize) {
     #[cfg(feature = "metrics")]
-    ::metrics::gauge!(QUEUE_PLACE, "recipe" => labels.recipe, "template" => labels.template).set(place as f64);
+    places::told(labels, place);
     #[cfg(not(feature = "metrics"))]
     let _ = (labels, place);
+}
+
+/// The ledger behind [`QUEUE_PLACE`]: for each recipe and template, the latest place told to
+/// each waiter still waiting, in the order they were told. The gauge shows the latest of them,
+/// or 0. Only waiters that were told a place are in it (an acquisition granted at once never
+/// is), so an uncontended acquisition never locks it.
+#[cfg(feature = "metrics")]
+mod places {
+    use std::cell::Cell;
+    use std::collections::BTreeMap;
+    use std::sync::{Mutex, PoisonError};
+    use std::task::Poll;
+
+    use super::{Labels, QUEUE_PLACE};
+
+    /// A waiter in the ledger: the number of its first report.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    pub(super) struct Waiter(u64);
+
+    thread_local! {
+        /// The waiter whose acquisition is being polled on this thread, if any: `Some(None)`
+        /// until it was told a place.
+        static POLLED: Cell<Option<Option<Waiter>>> = const { Cell::new(None) };
+    }
+
+    /// The places of one recipe and template.
+    #[derive(Debug, Default)]
+    struct Places {
+        /// Each waiter's latest report.
+        latest_of: BTreeMap<Waiter, u64>,
+        /// The place told by each report still standing, by report number.
+        by_report: BTreeMap<u64, usize>,
+    }
+
+    /// Every waiter's place, process-wide (the gauge is too).
+    #[derive(Debug)]
+    struct Ledger {
+        /// Reports made so far: the next report's number.
+        reports: u64,
+        /// The places of each recipe and template that has a waiter told one.
+        places: BTreeMap<Labels, Places>,
+    }
+
+    static LEDGER: Mutex<Ledger> = Mutex::new(Ledger { reports: 0, places: BTreeMap::new() });
+
+    /// Shows `place` on the gauge of `labels`.
+    fn set(labels: Labels, place: usize) {
+        ::metrics::gauge!(QUEUE_PLACE, "recipe" => labels.recipe, "template" => labels.template).set(place as f64);
+    }
+
+    /// Polls an acquisition (`poll`) as the waiter `told`, which its reports fill in.
+    pub(super) fn polling<T>(told: &mut Option<Waiter>, poll: impl FnOnce() -> Poll<T>) -> Poll<T> {
+        /// Puts back the waiter polled outside, even if `poll` panics.
+        struct Restore(Option<Option<Waiter>>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                POLLED.set(self.0);
+            }
+        }
+        let _restore = Restore(POLLED.replace(Some(*told)));
+        let polled = poll();
+        *told = POLLED.get().flatten();
+        polled
+    }
+
+    /// The waiter being polled was told `place`. A report from outside an acquisition's poll
+    /// has nobody to take it off again, and is left out.
+    pub(super) fn told(labels: Labels, place: usize) {
+        let Some(told) = POLLED.get() else { return };
+        let mut ledger = LEDGER.lock().unwrap_or_else(PoisonError::into_inner);
+        let report = ledger.reports;
+        ledger.reports += 1;
+        let waiter = told.unwrap_or(Waiter(report));
+        POLLED.set(Some(Some(waiter)));
+        let places = ledger.places.entry(labels).or_default();
+        if let Some(earlier) = places.latest_of.insert(waiter, report) {
+            places.by_report.remove(&earlier);
+        }
+        places.by_report.insert(report, place);
+        set(labels, place);
+    }
+
+    /// `waiter` stopped waiting: granted, given up or cancelled. Its place goes; the gauge shows
+    /// the latest place of those still waiting, or 0.
+    pub(super) fn left(labels: Labels, waiter: Waiter) {
+        let mut ledger = LEDGER.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(places) = ledger.places.get_mut(&labels) else { return };
+        let Some(report) = places.latest_of.remove(&waiter) else { return };
+        let was_shown = places.by_report.last_key_value().is_some_and(|(&latest, _)| latest == report);
+        places.by_report.remove(&report);
+        if was_shown {
+            set(labels, places.by_report.last_key_value().map_or(0, |(_, &place)| place));
+        }
+        if places.latest_of.is_empty() {
+            ledger.places.remove(&labels);
+        }
+    }
 }
 
 #[cfg(test)]

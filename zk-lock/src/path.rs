@@ -53,7 +53,9 @@ pub fn validate_lock_path(path: &str) -> Result<()> {
 /// [`Error::InvalidPath`] naming the rendered `path` when the value is empty, `.` or `..`,
 /// contains `/`, or contains characters ZooKeeper rejects.
 pub fn validate_rendered_value(path: &str, placeholder: &str, value: &str) -> Result<()> {
-    let rule = if value.contains('/') {
+    let rule = if value.is_empty() {
+        Some(empty_value(path, placeholder))
+    } else if value.contains('/') {
         Some(format!("the value of `<{placeholder}>` is `{value}`, which contains `/`; rendered values must stay inside one path segment"))
     } else {
         check_segment(value).err().map(|reason| format!("the value of `<{placeholder}>` breaks a path rule: {reason}"))
@@ -62,6 +64,24 @@ pub fn validate_rendered_value(path: &str, placeholder: &str, value: &str) -> Re
         Some(reason) => Err(Error::invalid_path(path, reason)),
         None => Ok(()),
     }
+}
+
+/// Why an empty value of `<placeholder>` is refused in the rendered `path`. Templates never
+/// hold an empty segment themselves (the attributes refuse `//` and a trailing `/` at compile
+/// time), so one in `path` is left by an empty value: the empty segment is named only then, and a
+/// value inside a segment (`sku_<id>`) is named as the placeholder that rendered empty.
+fn empty_value(path: &str, placeholder: &str) -> String {
+    let left = if path.contains("//") {
+        ", which leaves an empty segment (`//`)"
+    } else if path.ends_with('/') {
+        ", which leaves the path ending in `/`"
+    } else {
+        ""
+    };
+    format!(
+        "`<{placeholder}>` rendered empty (its `Display` wrote nothing){left}; a rendered value needs at least one \
+         character, without `/`, not `.` or `..`; {ALLOWED_CHARS}"
+    )
 }
 
 fn check_segment(segment: &str) -> std::result::Result<(), String> {
@@ -224,5 +244,20 @@ mod tests {
             let err = validate_rendered_value("/p", "id", bad).unwrap_err();
             assert!(matches!(&err, Error::InvalidPath { reason, .. } if reason.contains("`<id>`")), "{bad:?}: {err}");
         }
+    }
+
+    #[test]
+    fn an_empty_value_names_an_empty_segment_only_where_it_left_one() {
+        let reason = |path: &str| match validate_rendered_value(path, "id", "") {
+            Err(Error::InvalidPath { reason, .. }) => reason,
+            other => panic!("{path}: {other:?}"),
+        };
+        for path in ["/shop/sku_", "/shop//x", "/shop/"] {
+            let why = reason(path);
+            assert!(why.starts_with("`<id>` rendered empty") && why.contains("at least one character"), "{why}");
+        }
+        assert!(!reason("/shop/sku_").contains("segment"), "{}", reason("/shop/sku_"));
+        assert!(reason("/shop//x").contains("empty segment (`//`)"));
+        assert!(reason("/shop/").contains("ending in `/`"));
     }
 }

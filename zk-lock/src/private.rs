@@ -16,11 +16,11 @@ use std::time::Duration;
 
 pub use inventory;
 
-use crate::client::Client;
+use crate::client::{CallDeadline, Client};
 pub use crate::declared::{Declaration, Declared};
 use crate::error::{Error, Result};
 use crate::holds::HeldNode;
-use crate::path::validate_rendered_value;
+use crate::path::{validate_lock_path, validate_rendered_value};
 use crate::recipes::multi_lock::{MultiGuard, MultiLock, MultiMember};
 use crate::recipes::mutex::{Mutex, MutexGuard};
 use crate::recipes::patience::Patience;
@@ -28,7 +28,7 @@ use crate::recipes::rwlock::{ReadGuard, RwLock, WriteGuard};
 use crate::recipes::semaphore::{Semaphore, SemaphorePermit};
 use crate::recipes::semaphore_mutex::{SemaphoreMutex, SemaphoreMutexGuard};
 use crate::recipes::target::LockTarget;
-use crate::registry::named_client;
+use crate::registry::{self, named_client};
 
 /// A value rendered into a lock path template: anything with [`Display`].
 #[diagnostic::on_unimplemented(
@@ -164,56 +164,85 @@ impl Lock {
         self
     }
 
-    /// The client the attribute names, if it names one. The path's error comes first.
-    fn client_for<T>(self, path: Result<T>) -> Result<(Option<Client>, T)> {
-        let path = path?;
-        Ok((self.client.map(named_client).transpose()?, path))
+    /// The client of a call that takes the locks at `paths` with `patience`: the one the
+    /// attribute names, or else the default client, connected on its first use before the
+    /// call's timeout passes (`patience` counts from the call's start: the timeout is the call's
+    /// whole deadline). The paths are checked first, so a bad one is reported before anything
+    /// is connected.
+    async fn call_client(self, patience: Patience, paths: &[&str]) -> Result<Client> {
+        if let Some(name) = self.client {
+            return named_client(name);
+        }
+        for path in paths {
+            validate_lock_path(path)?;
+        }
+        let call = patience.connect_deadline().map(|at| {
+            let timeout = patience.timeout().unwrap_or_default();
+            let locks = paths.iter().map(|path| format!("`{path}`")).collect::<Vec<_>>().join(", ");
+            let lock = if paths.len() == 1 { "lock" } else { "locks" };
+            let what = format!(
+                "the call's timeout of {timeout:?} for {lock} {locks} (it counts connecting the default client)"
+            );
+            CallDeadline { at, what }
+        });
+        registry::default_client_by(call).await
     }
 
-    fn target(self, path: Result<String>) -> Result<LockTarget> {
-        let max_hold = self.max_hold;
-        let (client, path) = self.client_for(path)?;
-        let mut target = LockTarget::new(client.as_ref(), path).declared_at(self.sites.first());
-        if let Some(limit) = max_hold {
+    /// The lock at the rendered `path` on the call's client, and the patience of its
+    /// acquisition, counted from the call's start.
+    async fn target(self, path: Result<String>) -> Result<(LockTarget, Patience)> {
+        let path = path?;
+        let patience = self.patience.counted_from_now();
+        let client = self.call_client(patience, &[&path]).await?;
+        let mut target = LockTarget::new(Some(&client), path).declared_at(self.sites.first());
+        if let Some(limit) = self.max_hold {
             target.set_max_hold(limit);
         }
-        Ok(target)
+        Ok((target, patience))
     }
 
     /// `#[zk_lock]`.
     ///
     /// # Errors
     ///
-    /// The rendering error, or as [`Mutex::lock`].
+    /// The rendering error, or as [`Mutex::lock`], the timeout bounding the first connection of
+    /// the default client too.
     pub async fn mutex(self, path: Result<String>) -> Result<MutexGuard> {
-        Mutex::on(self.target(path)?).acquire(self.patience).await
+        let (target, patience) = self.target(path).await?;
+        Mutex::on(target).acquire(patience).await
     }
 
     /// `#[zk_read_lock]`.
     ///
     /// # Errors
     ///
-    /// The rendering error, or as [`RwLock::read`].
+    /// The rendering error, or as [`RwLock::read`], the timeout bounding the first connection
+    /// of the default client too.
     pub async fn read(self, path: Result<String>) -> Result<ReadGuard> {
-        RwLock::on(self.target(path)?).acquire_read(self.patience).await
+        let (target, patience) = self.target(path).await?;
+        RwLock::on(target).acquire_read(patience).await
     }
 
     /// `#[zk_write_lock]`.
     ///
     /// # Errors
     ///
-    /// The rendering error, or as [`RwLock::write`].
+    /// The rendering error, or as [`RwLock::write`], the timeout bounding the first connection
+    /// of the default client too.
     pub async fn write(self, path: Result<String>) -> Result<WriteGuard> {
-        RwLock::on(self.target(path)?).acquire_write(self.patience).await
+        let (target, patience) = self.target(path).await?;
+        RwLock::on(target).acquire_write(patience).await
     }
 
     /// `#[zk_semaphore(permits = N)]` with `N > 1`: one lease of `N`.
     ///
     /// # Errors
     ///
-    /// The rendering error, or as [`Semaphore::acquire`].
+    /// The rendering error, or as [`Semaphore::acquire`], the timeout bounding the first
+    /// connection of the default client too.
     pub async fn semaphore(self, path: Result<String>, permits: u32) -> Result<SemaphorePermit> {
-        Semaphore::on(self.target(path)?, permits).acquire_one(self.patience).await
+        let (target, patience) = self.target(path).await?;
+        Semaphore::on(target, permits).acquire_one(patience).await
     }
 
     /// `#[zk_semaphore]` with one permit: the lease of a [`SemaphoreMutex`], so that a call
@@ -221,23 +250,27 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// The rendering error, or as [`SemaphoreMutex::lock`].
+    /// The rendering error, or as [`SemaphoreMutex::lock`], the timeout bounding the first
+    /// connection of the default client too.
     pub async fn semaphore_mutex(self, path: Result<String>) -> Result<SemaphoreMutexGuard> {
-        SemaphoreMutex::on(self.target(path)?).acquire(self.patience).await
+        let (target, patience) = self.target(path).await?;
+        SemaphoreMutex::on(target).acquire(patience).await
     }
 
     /// `#[zk_multi_lock]`.
     ///
     /// # Errors
     ///
-    /// The first rendering error, or as [`MultiLock::lock`].
+    /// The first rendering error, or as [`MultiLock::lock`], the timeout bounding the first
+    /// connection of the default client too.
     pub async fn multi(self, paths: Result<Vec<String>>) -> Result<MultiGuard> {
-        let (patience, max_hold) = (self.patience, self.max_hold);
-        let (client, paths) = self.client_for(paths)?;
+        let paths = paths?;
+        let (patience, max_hold) = (self.patience.counted_from_now(), self.max_hold);
+        let client = self.call_client(patience, &paths.iter().map(String::as_str).collect::<Vec<_>>()).await?;
         let targets = paths
             .into_iter()
             .enumerate()
-            .map(|(i, path)| Mutex::on(LockTarget::new(client.as_ref(), path).declared_at(self.sites.get(i))));
+            .map(|(i, path)| Mutex::on(LockTarget::new(Some(&client), path).declared_at(self.sites.get(i))));
         let lock = MultiLock::from_members(targets.map(MultiMember::from));
         let lock = match max_hold {
             Some(limit) => lock.with_max_hold(limit),

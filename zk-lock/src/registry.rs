@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{LazyLock, RwLock};
 
-use crate::client::{Client, ClientBuilder};
+use crate::client::{CallDeadline, Client, ClientBuilder};
 use crate::error::{Error, Result};
 
 /// Environment variable read for the default client's connect string when none was installed.
@@ -85,16 +85,39 @@ pub async fn connect(connect_string: &str) -> Result<Client> {
 ///
 /// Cancel safe.
 pub async fn default_client() -> Result<Client> {
+    default_client_by(None).await
+}
+
+/// [`default_client`], connected (if it has to be) by `call`'s deadline at the latest: an
+/// annotated call's timeout counts connecting the default client too. At that deadline the
+/// [`Error::Connect`] says the client was still being connected when it passed.
+pub(crate) async fn default_client_by(call: Option<CallDeadline>) -> Result<Client> {
     if let Some(client) = &read().default {
         return Ok(client.clone());
     }
     // Boxed: connecting happens once, and inline it would swell every acquisition's future.
-    Box::pin(connect_default()).await
+    Box::pin(connect_default(call)).await
 }
 
 /// Connects and installs the default client, unless another caller did meanwhile.
-async fn connect_default() -> Result<Client> {
-    let _connecting = DEFAULT_CONNECTING.lock().await;
+async fn connect_default(call: Option<CallDeadline>) -> Result<Client> {
+    let connecting = DEFAULT_CONNECTING.lock();
+    let _connecting = match &call {
+        Some(deadline) => match tokio::time::timeout_at(deadline.at, connecting).await {
+            Ok(connecting) => connecting,
+            Err(_) => {
+                let from_env = std::env::var(CONNECT_ENV).ok();
+                let connect_string = from_env.clone().unwrap_or_else(|| DEFAULT_CONNECT_STRING.to_owned());
+                let reason = format!(
+                    "still connecting when {} ran out: another call was connecting the default client",
+                    deadline.what
+                );
+                let error = Error::Connect { connect_string, reason };
+                return Err(explain_default(error, from_env.is_some(), not_installed_hint()));
+            }
+        },
+        None => connecting.await,
+    };
     if let Some(client) = &read().default {
         return Ok(client.clone());
     }
@@ -104,11 +127,20 @@ async fn connect_default() -> Result<Client> {
     if let Some(hint) = &hint {
         tracing::warn!(target: "zk_lock", connect_string, "no default client was installed, so one is made; {hint}");
     }
-    ClientBuilder::new(connect_string).install().await.map_err(|error| match error {
+    let client = ClientBuilder::new(connect_string).open_by(call).await;
+    let client = client.map_err(|error| explain_default(error, from_env.is_some(), hint))?;
+    install(None, client.clone());
+    Ok(client)
+}
+
+/// A connect error of the default client, saying where its connect string came from (`from_env`)
+/// and how to configure it, with the `hint` about clients connected but not installed.
+fn explain_default(error: Error, from_env: bool, hint: Option<String>) -> Error {
+    match error {
         Error::Connect { connect_string, reason } => {
             let source = match from_env {
-                Some(_) => format!("${CONNECT_ENV}"),
-                None => format!("the fallback for an unset ${CONNECT_ENV}"),
+                true => format!("${CONNECT_ENV}"),
+                false => format!("the fallback for an unset ${CONNECT_ENV}"),
             };
             let mut reason = format!(
                 "{reason} (the default client, used because none was installed, connects to {source}: set \
@@ -121,7 +153,7 @@ async fn connect_default() -> Result<Client> {
             Error::Connect { connect_string, reason }
         }
         other => other,
-    })
+    }
 }
 
 /// The client installed under `name` by [`ClientBuilder::install_as`].

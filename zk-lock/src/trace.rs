@@ -28,7 +28,7 @@ pub(crate) fn acquisition<T>(
     acquire: impl Future<Output = Result<T>>,
 ) -> impl Future<Output = Result<T>> {
     let recipe = recipe.as_str();
-    let waiting = Waiting::start(Labels { recipe, template });
+    let mut waiting = Waiting::start(Labels { recipe, template });
     let span = tracing::debug_span!(
         target: TARGET,
         "zk_lock.acquire",
@@ -39,7 +39,8 @@ pub(crate) fn acquisition<T>(
     );
     let started = Instant::now();
     async move {
-        let outcome = acquire.instrument(span.clone()).await;
+        // The places in line told meanwhile are this waiter's, taken off when it stops waiting.
+        let outcome = waiting.track(acquire.instrument(span.clone())).await;
         waiting.end(&outcome, started.elapsed());
         let waited_ms = millis(started);
         span.in_scope(|| match &outcome {
@@ -76,9 +77,13 @@ pub(crate) fn waits_for_a_loan(path: &str) {
     );
 }
 
-/// Our node was created: `queue_position` is its place in the queue (0: first), `ahead` the
-/// number of nodes it must wait for.
-pub(crate) fn joined_queue(node: &str, queue_position: usize, ahead: usize) {
+/// Our node was created, with `in_line_ahead` nodes ahead of it in line (by its recipe's rule,
+/// as [`QueuePosition::ahead`](crate::QueuePosition::ahead) counts them) and waiting for `ahead`
+/// of them itself. Reported as `queue_position`, its place in line numbered as
+/// [`QueuePosition::place`](crate::QueuePosition::place) and "2nd in line" number it: the holder
+/// is 1st (a node granted at once is 1), the next waiter 2nd.
+pub(crate) fn joined_queue(node: &str, in_line_ahead: usize, ahead: usize) {
+    let queue_position = in_line_ahead + 1;
     tracing::debug!(target: TARGET, node, queue_position, ahead, "joined the lock queue");
 }
 
@@ -100,6 +105,20 @@ pub(crate) fn queue_place(
     crate::metrics::queue_place(Labels { recipe: recipe.as_str(), template }, place);
     let (holder, held_ms) = holder.unzip();
     tracing::debug!(target: TARGET, place, holder, held_ms, "{said}");
+}
+
+/// ZooKeeper refused to authenticate `session` (its credentials, on a reconnect, or a server that
+/// requires authentication), so zookeeper-client gave it up: its locks are lost as
+/// `SessionClosed`, whose message cannot tell this apart from a close and names no credentials.
+/// Not reported for a close, which makes zookeeper-client give the session up the same way.
+pub(crate) fn authentication_refused(session: &dyn std::fmt::Display) {
+    tracing::warn!(
+        target: TARGET,
+        session = %session,
+        "zookeeper refused to authenticate the session (AuthFailed), so zookeeper-client gave it up \
+         and its locks are lost; check the credentials given to `ClientBuilder::auth`, and whether \
+         the servers require authentication"
+    );
 }
 
 /// The node a `create` made before its reply was lost was found again by its protected prefix,

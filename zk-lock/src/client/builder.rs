@@ -8,7 +8,7 @@ use zookeeper_client::Acl;
 use super::config::ClientConfig;
 #[cfg(feature = "tls")]
 use super::config::TlsConfig;
-use super::connect::open_session;
+use super::connect::{open_session, CallDeadline};
 use super::Client;
 #[cfg(doc)]
 use crate::error::Error;
@@ -179,7 +179,13 @@ impl ClientBuilder {
     /// Connects (what [`connect`](Self::connect), [`install`](Self::install) and
     /// [`install_as`](Self::install_as) share; `connect`'s errors).
     pub(crate) async fn open(self) -> Result<Client> {
-        let session = open_session(self.config.clone()).await?;
+        self.open_by(None).await
+    }
+
+    /// [`open`](Self::open), giving up at `call`'s deadline if it comes before the connect
+    /// timeout's: [`Error::Connect`] then says the client was still connecting when it passed.
+    pub(crate) async fn open_by(self, call: Option<CallDeadline>) -> Result<Client> {
+        let session = open_session(self.config.clone(), call).await?;
         Ok(Client::with_session(self.config, session))
     }
 }

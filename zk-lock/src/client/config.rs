@@ -39,8 +39,12 @@ impl ClientConfig {
         }
     }
 
-    /// What to check when no session comes up: a TLS handshake that fails looks the same.
-    pub(super) fn unreachable_hint(&self) -> &'static str {
+    /// What to check when no session comes up: a TLS handshake that fails looks the same. When
+    /// no host name of the connect string resolved (`none_resolved`), the names or DNS.
+    pub(super) fn unreachable_hint(&self, none_resolved: bool) -> &'static str {
+        if none_resolved {
+            return "check the host names of the connect string, and this host's DNS";
+        }
         #[cfg(feature = "tls")]
         if self.tls.is_some() {
             return "is the server running and serving tls on that port, with a certificate signed by the \

@@ -19,25 +19,52 @@ use crate::session::{Reopen, ReopenFuture, Session};
 /// Opens a session on the caller's runtime, which then runs its I/O (`session::io_runtime`): on
 /// zk-lock's own runtime when there is none, or when the caller's cannot run it (built without
 /// `enable_io` or `enable_time`: the attempt panics in its task and is made again there).
-pub(super) async fn open_session(config: ClientConfig) -> Result<Arc<Session>> {
+/// `call`: the deadline of the call that needs the session, if it is to end sooner than the
+/// connect timeout allows.
+pub(super) async fn open_session(config: ClientConfig, call: Option<CallDeadline>) -> Result<Arc<Session>> {
     if let Some(namespace) = &config.namespace {
         validate_lock_path(namespace)?;
     }
     check_acl(&config)?;
     let connect_string = config.connect_string.clone();
-    let opened = match joined(background::spawn_here(open(config.clone()))).await {
-        Err(failed) if failed.is_panic() => joined(background::spawn(open(config))).await,
+    let opened = match joined(background::spawn_here(open(config.clone(), call.clone()))).await {
+        Err(failed) if failed.is_panic() => joined(background::spawn(open(config, call))).await,
         opened => opened,
     };
     opened.map_err(|e| connect_error(&connect_string, format!("connect task failed: {e}")))?
 }
 
-/// Opens a session within the connect timeout.
-async fn open(config: ClientConfig) -> Result<Arc<Session>> {
+/// The deadline of a call that connects a client for its own use (an annotated call's timeout,
+/// which counts connecting the default client too), when it ends before the connect timeout.
+#[derive(Debug, Clone)]
+pub(crate) struct CallDeadline {
+    /// When the call's time runs out.
+    pub(crate) at: Instant,
+    /// The deadline as the error names it, like "the call's timeout of 1s for lock `/a`".
+    pub(crate) what: String,
+}
+
+/// Opens a session within the connect timeout, or the call's deadline if that comes first.
+async fn open(config: ClientConfig, call: Option<CallDeadline>) -> Result<Arc<Session>> {
     let requested = Instant::now();
-    let deadline = requested + config.connect_timeout;
-    let zk = connect(&config, deadline).await?;
+    let connect_deadline = requested + config.connect_timeout;
+    // The call's deadline, if it is the one that ends the attempt.
+    let call = call.filter(|call| call.at < connect_deadline);
+    let zk = connect(&config, Deadline { connect: connect_deadline, call: call.as_ref() }).await?;
     Ok(Session::new(zk, Some(reopen(config)), requested))
+}
+
+/// When connecting must end: the connect timeout's deadline, or the call's if it is sooner.
+#[derive(Clone, Copy)]
+struct Deadline<'a> {
+    connect: Instant,
+    call: Option<&'a CallDeadline>,
+}
+
+impl Deadline<'_> {
+    fn at(self) -> Instant {
+        self.call.map_or(self.connect, |call| call.at)
+    }
 }
 
 /// The task's output; the task is aborted if this is dropped first (dropping a `JoinHandle` does
@@ -148,7 +175,7 @@ fn describe_acl(acl: &Acl) -> String {
     format!("{}:{id}:{}", acl.scheme(), acl.permission())
 }
 
-async fn connect(config: &ClientConfig, deadline: Instant) -> Result<zookeeper_client::Client> {
+async fn connect(config: &ClientConfig, deadline: Deadline<'_>) -> Result<zookeeper_client::Client> {
     let zk = first_session(config, deadline).await?;
     let Some(namespace) = &config.namespace else { return Ok(zk) };
     let options = CreateMode::Persistent.with_acls(acls_of(config.acl.as_deref()));
@@ -169,32 +196,48 @@ const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(100);
 /// Dials until a server gives a session or `deadline` passes. zookeeper-client tries every
 /// address once and gives up; then each address is probed for the cause (`unreachable`), and,
 /// after a pause, tried again, so a server that comes up within the connect timeout is still
-/// found. At the deadline the error names the timeout and what the last probe found.
-async fn first_session(config: &ClientConfig, deadline: Instant) -> Result<zookeeper_client::Client> {
-    let mut finding = None;
+/// found. At the deadline the error names the timeout (the call's, if it ended first) and what
+/// the last probe found.
+async fn first_session(config: &ClientConfig, deadline: Deadline<'_>) -> Result<zookeeper_client::Client> {
+    let started = Instant::now();
+    let (limit, deadline) = (deadline, deadline.at());
+    let mut finding: Option<unreachable::Finding> = None;
     let mut pause = FIRST_RETRY_PAUSE;
     loop {
         let attempt = tokio::time::timeout_at(deadline, dial(config, connector(config)?.with_fail_eagerly())).await;
         match attempt {
             Ok(Ok(zk)) => return Ok(zk),
-            // Every address failed: found out why once; later rounds retry without probing.
+            // Every address failed: found out why once; later rounds retry without probing. A
+            // probe slower than the deadline leaves the error without its finding.
             Ok(Err(ZkError::NoHosts)) if finding.is_none() => {
                 let connect_string = config.connect_string.clone();
-                finding = tokio::task::spawn_blocking(move || unreachable::diagnose(&connect_string)).await.ok();
+                let probe = tokio::task::spawn_blocking(move || unreachable::diagnose(&connect_string));
+                match tokio::time::timeout_at(deadline, probe).await {
+                    Ok(found) => finding = found.ok(),
+                    Err(_) => break,
+                }
             }
             Ok(Err(ZkError::NoHosts)) => {}
             Ok(Err(e)) => return Err(connect_error(&config.connect_string, describe_connect_failure(&e))),
             Err(_) => break,
         }
-        if Instant::now() + pause >= deadline {
+        // Tried again until the deadline, the last time at the deadline at the latest.
+        if Instant::now() >= deadline {
             break;
         }
-        tokio::time::sleep(pause).await;
+        tokio::time::sleep_until(deadline.min(Instant::now() + pause)).await;
         pause = (pause * 2).min(Duration::from_secs(1));
     }
+    let hint = config.unreachable_hint(finding.as_ref().is_some_and(|finding| finding.none_resolved));
     let found = finding.map(|finding| format!(": {finding}")).unwrap_or_default();
     let timeout = config.connect_timeout;
-    let reason = format!("no session within {timeout:?}, the connect timeout{found}; {}", config.unreachable_hint());
+    let reason = match limit.call {
+        Some(call) => {
+            let what = &call.what;
+            format!("still connecting when {what} ran out, after {:.2?}{found}; {hint}", started.elapsed())
+        }
+        None => format!("no session within {timeout:?}, the connect timeout{found}; {hint}"),
+    };
     Err(connect_error(&config.connect_string, reason))
 }
 

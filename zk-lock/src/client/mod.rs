@@ -19,6 +19,7 @@ pub use self::builder::ClientBuilder;
 #[cfg(feature = "testing")]
 pub(crate) use self::config::connect_hosts;
 use self::config::ClientConfig;
+pub(crate) use self::connect::CallDeadline;
 use self::connect::{acls_of, open_session, ANYONE_ALL};
 use crate::background;
 use crate::error::{Error, Result};
@@ -168,7 +169,7 @@ impl Client {
         }
         // A close does not wait for a connection that may take the whole connect timeout.
         let fresh = tokio::select! {
-            opened = open_session(self.inner.config.clone()) => opened?,
+            opened = open_session(self.inner.config.clone(), None) => opened?,
             () = self.closed() => return Err(closed_error(path)),
         };
         {

@@ -349,7 +349,9 @@ fn place(
     let Some(ours) = nodes.iter().position(|node| node.name == name) else { return Place::Gone };
     let blockers: Vec<&SequenceNode> = spec.queue.blockers(&nodes, ours).collect();
     if trace_entry {
-        trace::joined_queue(name, ours, blockers.len());
+        // Numbered as its `QueuePosition` is; nothing is in line ahead of a node that waits for none.
+        let in_line = if blockers.is_empty() { 0 } else { in_line_ahead(spec.queue, &nodes, ours) };
+        trace::joined_queue(name, in_line, blockers.len());
     }
     let recheck = blockers.iter().any(|blocker| spec.queue.rechecks_after(blocker.kind));
     let Some(nearest) = blockers.last() else { return Place::First };

@@ -2,10 +2,13 @@
 //! client's session; when that session ends or is retired, another attempt on a new one, until
 //! granted or out of patience.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use tokio::time::Instant;
+use zookeeper_client::{SessionState, StateWatcher};
 
 use super::patience::{Deadline, Patience};
 use crate::client::Client;
@@ -28,14 +31,17 @@ pub(crate) async fn acquire<A: Attempt>(
     patience: Patience,
     start: impl Fn(Arc<Session>, bool) -> A,
 ) -> Result<A::Grant> {
-    let started = Instant::now();
+    let started = patience.counted_from();
     let deadline = patience.deadline(client.default_timeout());
+    let ends = Ends { client, path, started };
+    let mut outage = Outage::default();
     loop {
-        let session = Box::pin(session_within(client, deadline, path, started)).await?;
+        let session = Box::pin(session_within(client, deadline, &ends, &mut outage)).await?;
         let mut attempt = start(session.clone(), deadline.may_wait());
         // Boxed, and raced here rather than through wrappers: every wrapper around a future by
         // value holds it again, in every waiting acquisition.
         let mut run = Box::pin(attempt.run());
+        let mut states = session.zk.state_watcher();
         let outcome = tokio::select! {
             biased;
             // The session must not be used any more (it ended, or its locks were declared lost
@@ -43,6 +49,8 @@ pub(crate) async fn acquire<A: Attempt>(
             () = session.terminated() => Some(Err(NotGranted::SessionGone)),
             outcome = &mut run => Some(outcome),
             () = deadline.passed() => None,
+            // Only a wait that can time out says how long the connection was down.
+            never = outage.follow(&mut states), if deadline.may_time_out() => match never {},
         };
         drop(run);
         let failed = match outcome {
@@ -63,23 +71,86 @@ pub(crate) async fn acquire<A: Attempt>(
             Box::pin(renewal(client, &session, path)).await?;
             continue;
         }
+        // The deadline passed: why the wait ended is settled now, before the removal, which
+        // waits for a reconnect.
+        let timed_out = failed.is_none().then(|| ends.timed_out(&outage));
         Box::pin(session.unless_terminated(attempt.remove())).await;
-        if let Some(error) = give_up(failed, path, started) {
+        if let Some(error) = timed_out.or_else(|| give_up(failed, path)) {
             return Err(error);
         }
     }
 }
 
-/// The error an acquisition returns after an attempt that ended without the lock (`None`: its
-/// deadline passed); `None` if it tries again. Its nodes are removed first either way, a
-/// vanished node too: deleting it again costs nothing if it is gone, and leaves nothing behind
-/// if not.
-fn give_up(failed: Option<NotGranted>, path: &str, started: Instant) -> Option<Error> {
-    match failed {
-        None => Some(Error::Timeout { path: path.to_owned(), waited: started.elapsed() }),
-        Some(NotGranted::Busy) => Some(Error::Busy { path: path.to_owned() }),
-        Some(NotGranted::Error(error)) => Some(error.at_path(path)),
-        Some(NotGranted::NodeVanished | NotGranted::SessionGone) => None,
+/// The error an acquisition returns after an attempt that ended without the lock before its
+/// deadline; `None` if it tries again. Its nodes are removed first either way, a vanished node
+/// too: deleting it again costs nothing if it is gone, and leaves nothing behind if not.
+fn give_up(failed: Option<NotGranted>, path: &str) -> Option<Error> {
+    match failed? {
+        NotGranted::Busy => Some(Error::Busy { path: path.to_owned() }),
+        NotGranted::Error(error) => Some(error.at_path(path)),
+        NotGranted::NodeVanished | NotGranted::SessionGone => None,
+    }
+}
+
+/// What an acquisition that runs out of time says about it.
+struct Ends<'a> {
+    client: &'a Client,
+    path: &'a str,
+    started: Instant,
+}
+
+impl Ends<'_> {
+    /// The error of a wait whose deadline passed now: [`Error::ConnectionDown`] if the connection
+    /// is down, so that an outage does not read as a busy lock; else [`Error::Timeout`].
+    fn timed_out(&self, outage: &Outage) -> Error {
+        let (path, waited) = (self.path.to_owned(), self.started.elapsed());
+        if let Some(down) = outage.down_now() {
+            let connect_string = self.client.connect_string().to_owned();
+            return Error::ConnectionDown { path, waited, down: down.min(waited), connect_string };
+        }
+        Error::Timeout { path, waited }
+    }
+}
+
+/// How long the connection was down during one acquisition: while the session's connection was
+/// lost, and while the client had no session and was opening one.
+#[derive(Default)]
+struct Outage {
+    /// The downtime of the periods that ended.
+    ended: Duration,
+    /// When the current period began, if the connection is down now.
+    since: Option<Instant>,
+}
+
+impl Outage {
+    /// The connection is down from `at` on (unless it already was).
+    fn down(&mut self, at: Instant) {
+        self.since.get_or_insert(at);
+    }
+
+    /// The connection is up now.
+    fn up(&mut self) {
+        if let Some(since) = self.since.take() {
+            self.ended += since.elapsed();
+        }
+    }
+
+    /// The whole downtime so far, if the connection is down now.
+    fn down_now(&self) -> Option<Duration> {
+        self.since.map(|since| self.ended + since.elapsed())
+    }
+
+    /// Follows the state of a session's connection until dropped. Cancel safe: it only records.
+    async fn follow(&mut self, states: &mut StateWatcher) -> Infallible {
+        let mut state = states.state();
+        loop {
+            // A read-only server takes no lock node: only a full connection counts as up.
+            match state {
+                SessionState::SyncConnected => self.up(),
+                _ => self.down(Instant::now()),
+            }
+            state = states.changed().await;
+        }
     }
 }
 
@@ -98,14 +169,30 @@ async fn renewal(client: &Client, old: &Session, path: &str) -> Result<()> {
 
 /// The session of the next attempt: the client's, or a new one if it ended or was retired. The
 /// servers may be out of reach for a while (the partition that made us give the old session
-/// up), so opening one is tried again for as long as the deadline allows.
-async fn session_within(client: &Client, deadline: Deadline, path: &str, started: Instant) -> Result<Arc<Session>> {
-    let timeout = || Error::Timeout { path: path.to_owned(), waited: started.elapsed() };
+/// up), so opening one is tried again for as long as the deadline allows; meanwhile the
+/// connection counts as down in `outage`.
+async fn session_within(
+    client: &Client,
+    deadline: Deadline,
+    ends: &Ends<'_>,
+    outage: &mut Outage,
+) -> Result<Arc<Session>> {
     let mut pause = Duration::from_millis(50);
     loop {
-        match deadline.limit(client.session(path)).await.ok_or_else(timeout)? {
+        let mut session = std::pin::pin!(client.session(ends.path));
+        let opened = match session.as_mut().now_or_never() {
+            Some(opened) => Some(opened),
+            // No usable session: one is being opened (by this call or another).
+            None => {
+                outage.down(Instant::now());
+                deadline.limit(session).await
+            }
+        };
+        let Some(opened) = opened else { return Err(ends.timed_out(outage)) };
+        match opened {
             Err(Error::Connect { .. }) if deadline.may_wait() => {
-                let retry_at = deadline.retry_at(pause).ok_or_else(timeout)?;
+                outage.down(Instant::now());
+                let Some(retry_at) = deadline.retry_at(pause) else { return Err(ends.timed_out(outage)) };
                 // A close ends the pause: the next turn refuses.
                 tokio::select! {
                     () = tokio::time::sleep_until(retry_at) => {}

@@ -18,13 +18,52 @@ pub(crate) enum Patience {
     /// The client's default timeout, counted from this instant: a step of an acquisition made
     /// of several (a multi-lock's members) gets what is left of it.
     DefaultSince(Instant),
+    /// At most this long, counted from this instant: an annotated call's `timeout`, which counts
+    /// from the call's start, connecting the default client included.
+    TimeoutSince(Duration, Instant),
 }
 
 impl Patience {
     /// Whether an acquisition with this patience may wait for another holder: not a single
     /// attempt (`try_`, a zero timeout).
     pub(crate) fn may_wait(self) -> bool {
-        !matches!(self, Self::Once | Self::Timeout(Duration::ZERO))
+        !matches!(self, Self::Once | Self::Timeout(Duration::ZERO) | Self::TimeoutSince(Duration::ZERO, _))
+    }
+
+    /// This patience counted from now: an explicit timeout then also bounds what comes before
+    /// the acquisition (connecting the default client), and the wait is reported from now.
+    pub(crate) fn counted_from_now(self) -> Self {
+        match self {
+            Self::Timeout(timeout) => Self::TimeoutSince(timeout, Instant::now()),
+            other => other,
+        }
+    }
+
+    /// When the caller's timeout passes, if it gave one that is not a single attempt: the latest
+    /// moment connecting the default client for it may end.
+    pub(crate) fn connect_deadline(self) -> Option<Instant> {
+        match self {
+            Self::TimeoutSince(timeout, start) if !timeout.is_zero() => Some(start + timeout),
+            Self::Timeout(timeout) if !timeout.is_zero() => Some(Instant::now() + timeout),
+            _ => None,
+        }
+    }
+
+    /// The timeout the caller gave, if any.
+    pub(crate) fn timeout(self) -> Option<Duration> {
+        match self {
+            Self::Timeout(timeout) | Self::TimeoutSince(timeout, _) => Some(timeout),
+            Self::Default | Self::Once | Self::DefaultSince(_) => None,
+        }
+    }
+
+    /// When the acquisition's wait counts from, for the errors that say how long it waited:
+    /// the instant its patience counts from, or now.
+    pub(super) fn counted_from(self) -> Instant {
+        match self {
+            Self::DefaultSince(start) | Self::TimeoutSince(_, start) => start,
+            Self::Default | Self::Timeout(_) | Self::Once => Instant::now(),
+        }
     }
 
     /// The patience for each step of an acquisition made of several, starting now: a timeout
@@ -33,6 +72,7 @@ impl Patience {
         let now = Instant::now();
         let deadline = match self {
             Self::Timeout(timeout) => Some(now + timeout),
+            Self::TimeoutSince(timeout, start) => Some(start + timeout),
             Self::Default | Self::Once | Self::DefaultSince(_) => None,
         };
         let shared = match self {
@@ -50,6 +90,7 @@ impl Patience {
         let (timeout, counted_from) = match self {
             Self::Default => (default_timeout, Instant::now()),
             Self::Timeout(timeout) => (Some(timeout), Instant::now()),
+            Self::TimeoutSince(timeout, start) => (Some(timeout), start),
             Self::Once => return Deadline::FirstAttempt,
             Self::DefaultSince(start) => (default_timeout, start),
         };
@@ -74,6 +115,11 @@ impl Deadline {
     /// Whether an attempt may wait behind others.
     pub(super) fn may_wait(self) -> bool {
         !matches!(self, Self::FirstAttempt)
+    }
+
+    /// Whether the deadline can pass while the acquisition waits (it has one, and may wait).
+    pub(super) fn may_time_out(self) -> bool {
+        matches!(self, Self::At(_))
     }
 
     /// Resolves when the deadline passes; never without one.

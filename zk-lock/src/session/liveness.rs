@@ -72,6 +72,10 @@ pub(super) async fn monitor(
     let mut seen_up_at = (state == SessionState::SyncConnected).then(Instant::now);
     loop {
         if let Some(reason) = terminal_reason(state) {
+            // Not our own doing: a close or a retirement makes it give up and returns first.
+            if state == SessionState::AuthFailed {
+                crate::trace::authentication_refused(&zk.session_id());
+            }
             lose(&health, &held, reason, true);
             match reopen {
                 // Closed by us (all handles dropped): the server ended it.
