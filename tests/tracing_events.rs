@@ -283,9 +283,21 @@ async fn a_task_locking_again_outside_its_holders_scope_is_warned_that_it_may_wa
 
     // Sequential code of the same task, outside the scope: it waits for itself, and is told.
     let again = mutex.lock_timeout(Duration::from_millis(300)).await;
-    assert!(matches!(again, Err(zk_lock::Error::Timeout { .. })), "{again:?}");
+    assert!(matches!(again, Err(zk_lock::Error::Timeout { held_by_this_task: true, .. })), "{again:?}");
+    // The error says it too, not only the event (issue 34).
+    let said = again.unwrap_err().to_string();
+    assert!(said.contains("waited for itself") && said.contains("scope(..)"), "{said}");
     let warned = the_only_warning_about(path);
     assert!(warned.message.contains("waits for itself") && warned.message.contains("scope(..)"), "{warned:?}");
+    guard.release().await.unwrap();
+
+    // Another task waits behind the same holder like any contender: no such word.
+    let guard = mutex.lock().await.unwrap();
+    let elsewhere =
+        tokio::spawn(async move { Mutex::with_client(&client, path).lock_timeout(Duration::from_millis(300)).await });
+    let elsewhere = elsewhere.await.unwrap();
+    assert!(matches!(elsewhere, Err(zk_lock::Error::Timeout { held_by_this_task: false, .. })), "{elsewhere:?}");
+    assert!(elsewhere.unwrap_err().to_string().contains("zk-lock inspect"));
     guard.release().await.unwrap();
 }
 

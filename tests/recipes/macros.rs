@@ -118,7 +118,7 @@ async fn zero_timeout_returns_busy_while_another_holds_and_a_timeout_gives_up() 
 
     assert_eq!(skip_if_busy("nightly").await, Err(Error::Busy { path: path.to_owned() }));
     match wait_a_little("nightly").await {
-        Err(Error::Timeout { path: p, waited }) => {
+        Err(Error::Timeout { path: p, waited, .. }) => {
             assert_eq!(p, path);
             assert!(waited >= Duration::from_millis(300), "{waited:?}");
         }

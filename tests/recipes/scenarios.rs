@@ -173,7 +173,7 @@ pub async fn busy_and_timeouts_leave_only_the_holders_nodes<R: Exclusive>(path: 
     for (name, timed) in contender.timed_attempts(within) {
         let started = Instant::now();
         match timed.await {
-            Err(Error::Timeout { path: p, waited }) => {
+            Err(Error::Timeout { path: p, waited, .. }) => {
                 assert_eq!(p, contended, "{name}");
                 assert!(waited >= within, "{name} waited {waited:?}");
             }

@@ -16,12 +16,16 @@ pub enum Error {
     /// The connection to ZooKeeper was up when the timeout passed: someone else held the lock
     /// (or was ahead in line) all along, unless the connection was down for part of the wait.
     /// A wait that ends with the connection down is [`Error::ConnectionDown`] instead.
-    #[error("timed out after {waited:?} waiting for lock `{path}`; raise the timeout or find the holder with `zk-lock inspect {path}`")]
+    #[error("timed out after {waited:?} waiting for lock `{path}`; {}", timeout_advice(.path, *.held_by_this_task))]
     Timeout {
         /// The lock path.
         path: String,
         /// How long the acquisition waited.
         waited: Duration,
+        /// The task that waited holds this lock itself, outside the waiting code (a guard it
+        /// keeps, a sibling future's): it waited for itself. Known while lock-order checking is
+        /// on (debug builds, or `ZK_LOCK_ORDER=1`); `false` otherwise.
+        held_by_this_task: bool,
     },
 
     /// The lock was not granted within the timeout, and the connection to ZooKeeper was down
@@ -329,5 +333,17 @@ impl Error {
 impl From<zookeeper_client::Error> for Error {
     fn from(error: zookeeper_client::Error) -> Self {
         Self::Zookeeper(ZookeeperError::new(error))
+    }
+}
+
+/// What a [`Error::Timeout`] advises: re-entering the lock, if the task that waited holds it
+/// itself; else finding its holder.
+fn timeout_advice(path: &str, held_by_this_task: bool) -> String {
+    match held_by_this_task {
+        true => "this task holds it itself, outside the waiting code, so it waited for itself: release it \
+                 first, or take the lock inside the holder's guard `scope(..)` (or an annotated function's \
+                 body), through the same client, to re-enter it"
+            .to_owned(),
+        false => format!("raise the timeout or find the holder with `zk-lock inspect {path}`"),
     }
 }

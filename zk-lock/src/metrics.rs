@@ -49,6 +49,8 @@ fn acquisition_outcome<T>(result: &Result<T, Error>) -> &'static str {
     match result {
         Ok(_) => "granted",
         Err(Error::Timeout { .. }) => "timeout",
+        // A timeout an outage caused: told apart, so that a dashboard does not read it as contention.
+        Err(Error::ConnectionDown { .. }) => "connection_down",
         Err(Error::Busy { .. }) => "busy",
         Err(Error::ClientClosed { .. }) => "closed",
         Err(_) => "error",
@@ -274,7 +276,21 @@ mod tests {
     fn outcomes_and_reasons_have_stable_labels() {
         let path = || "/p".to_owned();
         assert_eq!(acquisition_outcome(&Ok::<(), Error>(())), "granted");
-        assert_eq!(acquisition_outcome::<()>(&Err(Error::Timeout { path: path(), waited: Duration::ZERO })), "timeout");
+        assert_eq!(
+            acquisition_outcome::<()>(&Err(Error::Timeout {
+                path: path(),
+                waited: Duration::ZERO,
+                held_by_this_task: false
+            })),
+            "timeout"
+        );
+        let down = Error::ConnectionDown {
+            path: path(),
+            waited: Duration::ZERO,
+            down: Duration::ZERO,
+            connect_string: "127.0.0.1:2181".into(),
+        };
+        assert_eq!(acquisition_outcome::<()>(&Err(down)), "connection_down");
         assert_eq!(acquisition_outcome::<()>(&Err(Error::Busy { path: path() })), "busy");
         assert_eq!(acquisition_outcome::<()>(&Err(Error::ClientClosed { path: path() })), "closed");
         assert_eq!(acquisition_outcome::<()>(&Err(Error::invalid_path("/p", "no"))), "error");

@@ -34,7 +34,7 @@ mod record;
 mod switch;
 
 pub use graph::{LockOrder, LockOrderCycle, LockOrderCycles, LockOrderEdge};
-pub(crate) use record::{acquiring, borrowing, granted, together, Held, HeldKey, OrderedLock};
+pub(crate) use record::{acquiring, borrowing, granted, holds_outside, together, Held, HeldKey, OrderedLock};
 pub use switch::{lock_order_checking, set_lock_order_checking, LOCK_ORDER_ENV};
 
 /// The lock-order graph recorded so far in this process: which lock classes tasks started to

@@ -202,15 +202,27 @@ fn record_edges(recorder: &mut Recorder, lock: OrderedLock<'_>, nested_in: Vec<H
 /// future's lock, which it waits for like any contender, or the task's own earlier lock, which
 /// it would wait for forever.
 fn warn_of_a_wait_for_itself(held: &HashMap<Owner, Vec<HeldLock>>, nested_in: &[HeldKey], path: &str) {
-    let owner = Owner::current();
-    let Some(locks) = held.get(&owner) else { return };
-    let outside = |lock: &&HeldLock| {
-        let key = HeldKey { owner, id: lock.id };
-        *lock.path == *path && !nested_in.contains(&key)
-    };
-    if locks.iter().any(|lock| outside(&lock)) {
+    if held_outside(held, nested_in, path) {
         crate::trace::waits_for_own_task(path);
     }
+}
+
+/// Whether the current task holds `path`, taken outside the code nested in `nested_in`.
+fn held_outside(held: &HashMap<Owner, Vec<HeldLock>>, nested_in: &[HeldKey], path: &str) -> bool {
+    let owner = Owner::current();
+    let Some(locks) = held.get(&owner) else { return false };
+    locks.iter().any(|lock| *lock.path == *path && !nested_in.contains(&HeldKey { owner, id: lock.id }))
+}
+
+/// Whether the current task holds `path`, taken outside the code nested in the locks
+/// `enclosing` gives: the condition of the warning that it waits for itself, asked again when
+/// its wait timed out, so that the error says it too. `false` while checking is off.
+pub(crate) fn holds_outside(path: &str, enclosing: impl FnOnce() -> Vec<HeldKey>) -> bool {
+    if !lock_order_checking() {
+        return false;
+    }
+    let nested_in = enclosing();
+    held_outside(&recorder().held, &nested_in, path)
 }
 
 /// The current task was granted `lock`: it is held until the returned [`Held`] is dropped.

@@ -14,6 +14,8 @@ use super::patience::{Deadline, Patience};
 use crate::client::Client;
 use crate::engine::{Attempt, NotGranted};
 use crate::error::{Error, Result};
+use crate::holds::scope;
+use crate::lock_order;
 use crate::session::Session;
 use crate::zk::until_connected;
 
@@ -108,7 +110,9 @@ impl Ends<'_> {
             let connect_string = self.client.connect_string().to_owned();
             return Error::ConnectionDown { path, waited, down: down.min(waited), connect_string };
         }
-        Error::Timeout { path, waited }
+        // Asked only now: the wait is over, and the answer only words the error.
+        let held_by_this_task = lock_order::holds_outside(&path, scope::enclosing_orders);
+        Error::Timeout { path, waited, held_by_this_task }
     }
 }
 

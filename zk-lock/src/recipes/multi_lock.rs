@@ -188,7 +188,9 @@ impl MultiLock {
             let limits = max_hold::DeferredLimits::default();
             let taken = max_hold::deferring(limits.clone(), self.take_members(&patience_left)).await;
             let taken = taken.map_err(|error| match error {
-                Error::Timeout { path, .. } => Error::Timeout { path, waited: started.elapsed() },
+                Error::Timeout { path, held_by_this_task, .. } => {
+                    Error::Timeout { path, waited: started.elapsed(), held_by_this_task }
+                }
                 other => other,
             })?;
             // All or nothing: a member lost while the others were awaited (its session, its node

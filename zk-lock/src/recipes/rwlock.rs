@@ -63,6 +63,8 @@ impl RwLock {
     ///
     /// - [`Error::InvalidPath`] if the path is not a valid lock path.
     /// - [`Error::Timeout`] if the client's default timeout passed first.
+    /// - [`Error::ConnectionDown`] if it passed while the connection to ZooKeeper was down: the
+    ///   outage, not a holder, ended the wait.
     /// - [`Error::Lost`] if this code is nested in the lock's holder and the lock was lost.
     /// - [`Error::NoAuth`] if the ACL of the nodes at the path refuses this client's credentials
     ///   ([`ClientBuilder::acl`](crate::ClientBuilder::acl)).

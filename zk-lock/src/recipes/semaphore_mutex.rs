@@ -52,6 +52,8 @@ impl SemaphoreMutex {
     ///   same client): it is not re-entrant. Nothing is sent to ZooKeeper.
     /// - [`Error::InvalidPath`] if the path is not a valid lock path.
     /// - [`Error::Timeout`] if the client's default timeout passed first.
+    /// - [`Error::ConnectionDown`] if it passed while the connection to ZooKeeper was down: the
+    ///   outage, not a holder, ended the wait.
     /// - [`Error::NoAuth`] if the ACL of the nodes at the path refuses this client's credentials
     ///   ([`ClientBuilder::acl`](crate::ClientBuilder::acl)).
     /// - [`Error::Connect`] or [`Error::Zookeeper`] if ZooKeeper cannot be reached or refuses a

@@ -166,7 +166,12 @@ impl LockTarget {
                 let started = Instant::now();
                 // Boxed: a rare wait, which inline would swell every acquisition's future.
                 let borrowed = Box::pin(deadline.limit(lender.borrow())).await;
-                borrowed.ok_or_else(|| Error::Timeout { path: self.path.clone(), waited: started.elapsed() })?
+                borrowed.ok_or_else(|| Error::Timeout {
+                    path: self.path.clone(),
+                    waited: started.elapsed(),
+                    // The wait was for a loan: a trace event says so.
+                    held_by_this_task: false,
+                })?
             }
         };
         let hold = enclosing.holder.hold().clone().reenter()?;
