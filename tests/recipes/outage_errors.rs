@@ -84,8 +84,14 @@ async fn a_wait_behind_a_holder_that_ends_with_the_server_down_says_so_and_a_hea
     let _held = Mutex::with_client(&holder_client, &path).lock().await.expect("holder takes the lock");
     let waiter = Mutex::with_client(&waiter_client, &path);
 
-    // The server is up: a plain timeout, with its message as it always was.
-    let busy = bounded("the healthy wait", waiter.lock_timeout(Duration::from_millis(300))).await;
+    // The server is up: a plain timeout, with its message as it always was. From a task of its
+    // own, as another process would wait: this task holds the lock, so its own wait would be
+    // told that it waited for itself.
+    let healthy = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move { waiter.lock_timeout(Duration::from_millis(300)).await })
+    };
+    let busy = bounded("the healthy wait", async { healthy.await.expect("the healthy wait's task") }).await;
     match &busy {
         Err(error @ Error::Timeout { path: p, .. }) => {
             assert_eq!(p, &path);
