@@ -145,12 +145,14 @@ pub(crate) struct Enclosing {
     pub inside_lender: Vec<lock_order::HeldKey>,
 }
 
-/// The innermost scope holding `recipe` at `path` through the client `client` that the code
-/// being polled is nested in, if any.
-pub(crate) fn enclosing(client: u64, recipe: Recipe, path: &str) -> Option<Enclosing> {
+/// The innermost scope holding each recipe of `recipe`'s family (a read/write lock's two sides,
+/// or the recipe alone) at `path` through the client `client` that the code being polled is
+/// nested in: one walk of the scope chain, for [`recipes::reentry`](crate::recipes) to decide
+/// on.
+pub(crate) fn enclosing_holders(client: u64, recipe: Recipe, path: &str) -> Vec<(Recipe, Enclosing)> {
     let checking = lock_order::lock_order_checking();
     let found = SCOPE.try_with(|innermost| {
-        let (mut lender, mut inside_lender) = (None, Vec::new());
+        let (mut found, mut lender, mut inside_lender) = (Vec::new(), None::<Arc<Frame>>, Vec::new());
         for frame in innermost.chain() {
             let hold = frame.hold();
             if !hold.is_at(client, path) || hold.recipe().family() != recipe.family() {
@@ -160,13 +162,14 @@ pub(crate) fn enclosing(client: u64, recipe: Recipe, path: &str) -> Option<Enclo
                 continue;
             }
             let lender = lender.get_or_insert_with(|| frame.clone()).clone();
-            if hold.recipe() == recipe {
-                return Some(Enclosing { holder: frame.clone(), lender, inside_lender });
+            if !found.iter().any(|(seen, _)| *seen == hold.recipe()) {
+                let inside_lender = inside_lender.clone();
+                found.push((hold.recipe(), Enclosing { holder: frame.clone(), lender, inside_lender }));
             }
         }
-        None
+        found
     });
-    found.ok().flatten()
+    found.unwrap_or_default()
 }
 
 /// The locks the code being polled is nested in, as lock-order checking knows them: the

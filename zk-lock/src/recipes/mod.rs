@@ -84,12 +84,14 @@ macro_rules! lock_path_api {
 pub(crate) mod acquire_loop;
 mod bounded_read;
 mod count_node;
+mod downgrade;
 pub(crate) mod force_release;
 mod max_hold;
 pub(crate) mod multi_lock;
 pub(crate) mod mutex;
 pub(crate) mod participants;
 pub(crate) mod patience;
+mod reentry;
 pub(crate) mod revoke;
 pub(crate) mod rwlock;
 pub(crate) mod semaphore;

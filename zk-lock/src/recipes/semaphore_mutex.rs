@@ -4,9 +4,12 @@ use std::fmt;
 use std::time::Duration;
 
 use super::patience::Patience;
+use super::reentry::{self, Reentry};
 use super::semaphore::Semaphore;
 use super::target::LockTarget;
-use crate::error::{Error, Result};
+#[cfg(doc)]
+use crate::error::Error;
+use crate::error::Result;
 use crate::holds::Share;
 use crate::layout::Recipe;
 
@@ -104,17 +107,8 @@ impl SemaphoreMutex {
         self.semaphore.check_request(1)?;
         let target = &self.semaphore.target;
         let client = target.client().await?;
-        if let Some(enclosing) = target.enclosing(&client, Recipe::SemaphoreMutex) {
-            // A lost lease no longer excludes anyone: taking the lock again cannot deadlock.
-            if enclosing.holder.hold().lost_reason().is_none() {
-                return Err(Error::WouldDeadlock {
-                    path: self.path().to_owned(),
-                    reason: "this code runs inside the holder of this semaphore mutex, which is not \
-                             re-entrant; release its guard first, or use `Mutex` for a lock that code \
-                             nested in its holder may take again"
-                        .to_owned(),
-                });
-            }
+        if let Reentry::Refuse(reason) = reentry::decide(&client, Recipe::SemaphoreMutex, self.path()) {
+            return Err(reentry::refused(self.path(), reason));
         }
         let mut holds = self.semaphore.acquire_holds(&client, Recipe::SemaphoreMutex, 1, patience).await?;
         let hold = holds.pop().expect("one lease asked, one granted");

@@ -13,6 +13,7 @@ use zookeeper_client::Acls;
 use super::acquire_loop;
 use super::max_hold;
 use super::patience::{Deadline, Patience};
+use super::reentry::{self, Reentry};
 use crate::client::Client;
 use crate::declared::Declaration;
 use crate::engine::{Attempt, Grant, LockAttempt, LockSpec, PositionReport, QueuePosition};
@@ -142,12 +143,6 @@ impl LockTarget {
         hold
     }
 
-    /// The innermost holder of this lock's `recipe` side that the code being polled is nested
-    /// in, with the scope that lends it.
-    pub(crate) fn enclosing(&self, client: &Client, recipe: Recipe) -> Option<Enclosing> {
-        scope::enclosing(client.id(), recipe, &self.path)
-    }
-
     /// Borrows the lock of an enclosing holder (a re-entry: no request), once no other
     /// acquisition nested in its lender has it, within `patience`.
     pub(crate) async fn borrow(&self, client: &Client, enclosing: Enclosing, patience: Patience) -> Result<Share> {
@@ -182,13 +177,17 @@ impl LockTarget {
         Ok(Share::new(hold, Some(loan)))
     }
 
-    /// Acquires a node of `recipe`'s queue, or borrows the hold of the enclosing holder of the
-    /// same lock.
+    /// Acquires a node of `recipe`'s queue, or does what re-entry decides for a call nested in
+    /// a holder of the same lock: borrow its hold, downgrade, or refuse.
     pub(crate) async fn acquire(&self, client: &Client, recipe: Recipe, patience: Patience) -> Result<Share> {
         validate_lock_path(&self.path)?;
         self.check_max_hold()?;
-        if let Some(enclosing) = self.enclosing(client, recipe) {
-            return self.borrow(client, enclosing, patience).await;
+        match reentry::decide(client, recipe, &self.path) {
+            Reentry::Queue => {}
+            Reentry::Borrow(holder) => return self.borrow(client, holder, patience).await,
+            // Boxed: rare, and inline it would swell every read acquisition's future.
+            Reentry::Downgrade(writer) => return Box::pin(self.downgrade(client, writer, patience)).await,
+            Reentry::Refuse(reason) => return Err(reentry::refused(&self.path, reason)),
         }
         let data = self.node_data();
         let report = |position: &QueuePosition| {
