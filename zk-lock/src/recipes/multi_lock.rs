@@ -11,12 +11,12 @@ use super::max_hold;
 use super::mutex::Mutex;
 use super::patience::Patience;
 use super::rwlock::RwLock;
+use super::target::LockTarget;
 use crate::client::Client;
 use crate::error::{Error, LostReason, Result};
 use crate::holds::scope::{self, Lending, Lent, Loan};
 use crate::holds::{HeldNode, Share};
 use crate::lock_order;
-use crate::path::validate_lock_path;
 
 /// One lock of a [`MultiLock`].
 #[derive(Clone, Debug)]
@@ -40,9 +40,13 @@ impl MultiMember {
     }
 
     fn path(&self) -> &str {
+        &self.target().path
+    }
+
+    fn target(&self) -> &LockTarget {
         match self {
-            Self::Mutex(mutex) => mutex.path(),
-            Self::Read(lock) | Self::Write(lock) => lock.path(),
+            Self::Mutex(mutex) => mutex.target(),
+            Self::Read(lock) | Self::Write(lock) => lock.target(),
         }
     }
 
@@ -175,7 +179,7 @@ impl MultiLock {
         // Every path before the first lock: a bad one is refused with nothing sent, not after the
         // members sorted before it were taken (and released).
         for member in &self.members {
-            validate_lock_path(member.path())?;
+            member.target().check_path()?;
         }
         // Sorted, the members cannot deadlock each other: no lock-order edges among them.
         lock_order::together(self.acquire_members(patience)).await

@@ -42,6 +42,11 @@ impl Mutex {
         Self { target }
     }
 
+    /// The lock this recipe takes (a multi-lock checks its members' paths before taking any).
+    pub(crate) fn target(&self) -> &LockTarget {
+        &self.target
+    }
+
     /// Where it was made, for lock-order checking's reports (a multi-lock's members: the
     /// multi-lock's own construction).
     pub(crate) fn made_at(mut self, at: &'static Location<'static>) -> Self {

@@ -48,6 +48,11 @@ impl RwLock {
         Self { target }
     }
 
+    /// The lock this recipe takes (a multi-lock checks its members' paths before taking any).
+    pub(crate) fn target(&self) -> &LockTarget {
+        &self.target
+    }
+
     /// Waits for the read lock, for at most the client's default timeout (none unless
     /// configured).
     ///

@@ -17,7 +17,6 @@ use crate::error::{Error, Result};
 use crate::holds::grant_log::Granted;
 use crate::holds::{HeldNode, Share};
 use crate::layout::Recipe;
-use crate::path::validate_lock_path;
 
 /// A distributed counting semaphore at a ZooKeeper path, compatible with Curator's
 /// `InterProcessSemaphoreV2`: at most `max_leases` leases exist at once across every process
@@ -228,7 +227,7 @@ impl Semaphore {
     /// granted: an invalid path, a semaphore with no leases, more leases than it allows.
     pub(crate) fn check_request(&self, n: u32) -> Result<()> {
         let path = &self.target.path;
-        validate_lock_path(path)?;
+        self.target.check_path()?;
         self.target.check_max_hold()?;
         if let Limit::Fixed(max) = self.limit {
             if max == 0 {

@@ -34,6 +34,8 @@ use crate::trace;
 pub(crate) struct LockTarget {
     client: Option<Client>,
     pub path: String,
+    /// The path checked once, when the target was made: every call reports the same error.
+    path_checked: Result<()>,
     data: Option<Vec<u8>>,
     /// The annotated function's declaration of this lock; `None` through the API.
     site: Option<&'static Declaration>,
@@ -54,6 +56,7 @@ impl LockTarget {
         let made_at = Location::caller();
         Self {
             client: client.cloned(),
+            path_checked: validate_lock_path(&path),
             path,
             data: None,
             site: None,
@@ -102,11 +105,17 @@ impl LockTarget {
         max_hold::check(&self.path, self.max_hold)
     }
 
+    /// [`Error::InvalidPath`] (and the like) if the lock path is not one, as found when the
+    /// target was made.
+    pub(crate) fn check_path(&self) -> Result<()> {
+        self.path_checked.clone()
+    }
+
     /// The client given at construction, or the registry's default. The path is checked first,
     /// so a bad path is reported before the default client is connected; a closed client is
     /// refused before anything (a re-entry, a downgrade) is asked of it.
     pub(crate) async fn client(&self) -> Result<Client> {
-        validate_lock_path(&self.path)?;
+        self.check_path()?;
         let client = match &self.client {
             Some(client) => client.clone(),
             None => registry::default_client().await?,
@@ -180,7 +189,7 @@ impl LockTarget {
     /// Acquires a node of `recipe`'s queue, or does what re-entry decides for a call nested in
     /// a holder of the same lock: borrow its hold, downgrade, or refuse.
     pub(crate) async fn acquire(&self, client: &Client, recipe: Recipe, patience: Patience) -> Result<Share> {
-        validate_lock_path(&self.path)?;
+        self.check_path()?;
         self.check_max_hold()?;
         match reentry::decide(client, recipe, &self.path) {
             Reentry::Queue => {}
