@@ -49,7 +49,7 @@ fn parent(processes: usize, tasks: usize) -> Result<(), Box<dyn std::error::Erro
     for process in 1..=processes {
         let mut child = Command::new(std::env::current_exe()?)
             .args(["--worker", &process.to_string(), "--tasks", &tasks.to_string()])
-            .env(zk_lock::CONNECT_ENV, connect_string)
+            .env(zk_lock::config::CONNECT_ENV, connect_string)
             .stdout(Stdio::piped())
             .spawn()?;
         let stdout = child.stdout.take().ok_or("worker without stdout")?;
@@ -105,7 +105,7 @@ async fn worker(process: usize, tasks: usize) -> Result<(), Box<dyn std::error::
 }
 
 async fn take_turns(process: usize, tasks: usize) -> Result<(), Box<dyn std::error::Error>> {
-    let connect_string = std::env::var(zk_lock::CONNECT_ENV)?;
+    let connect_string = std::env::var(zk_lock::config::CONNECT_ENV)?;
     zk_lock::connect(&connect_string).await?;
     let mut handles = Vec::new();
     for task in 1..=tasks {

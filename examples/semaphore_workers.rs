@@ -73,7 +73,7 @@ async fn lead_workers(workers: usize, jobs: usize, work: Duration) -> Result<(),
         let mut child = Command::new(std::env::current_exe()?)
             .args(["--worker", &id.to_string(), "--jobs", &jobs.to_string()])
             .args(["--work-ms", &work.as_millis().to_string()])
-            .env(zk_lock::CONNECT_ENV, connect_string)
+            .env(zk_lock::config::CONNECT_ENV, connect_string)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
@@ -166,7 +166,7 @@ async fn worker(id: usize, jobs: usize, work: Duration) -> Result<(), BoxError> 
 }
 
 async fn run_jobs(id: usize, jobs: usize, work: Duration) -> Result<(), BoxError> {
-    zk_lock::connect(&std::env::var(zk_lock::CONNECT_ENV)?).await?;
+    zk_lock::connect(&std::env::var(zk_lock::config::CONNECT_ENV)?).await?;
     let me = Worker { id, work, running: SharedCount::new(RUNNING_PATH, 0) };
     me.running.start().await?;
     println!("ready");

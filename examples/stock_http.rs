@@ -122,7 +122,7 @@ struct Service {
 #[tokio::main]
 async fn serve(service: Service) -> Result<(), Box<dyn std::error::Error>> {
     if service.locked {
-        let connect = std::env::var(zk_lock::CONNECT_ENV).map_err(|_| "an instance needs ZK_LOCK_CONNECT")?;
+        let connect = std::env::var(zk_lock::config::CONNECT_ENV).map_err(|_| "an instance needs ZK_LOCK_CONNECT")?;
         zk_lock::connect(&connect).await?;
     }
     let metrics = prometheus()?;

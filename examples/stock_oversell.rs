@@ -340,7 +340,7 @@ async fn run_buyers(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let store = Store::open(database)?;
     if mode == Mode::Zk {
-        let connect = std::env::var(zk_lock::CONNECT_ENV).map_err(|_| "a zk worker needs ZK_LOCK_CONNECT")?;
+        let connect = std::env::var(zk_lock::config::CONNECT_ENV).map_err(|_| "a zk worker needs ZK_LOCK_CONNECT")?;
         zk_lock::connect(&connect).await?;
     }
     println!("ready");

@@ -117,7 +117,7 @@ async fn run_transfers(connect_string: &str, plan: Plan) -> Result<(), BoxError>
         let mut child = Command::new(std::env::current_exe()?)
             .args(["--worker", &process.to_string()])
             .args(plan.args())
-            .env(zk_lock::CONNECT_ENV, connect_string)
+            .env(zk_lock::config::CONNECT_ENV, connect_string)
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()?;
@@ -206,7 +206,7 @@ async fn worker(process: usize, plan: Plan) -> Result<(), BoxError> {
 }
 
 async fn transfer_in_tasks(process: usize, plan: Plan) -> Result<(), BoxError> {
-    zk_lock::connect(&std::env::var(zk_lock::CONNECT_ENV)?).await?;
+    zk_lock::connect(&std::env::var(zk_lock::config::CONNECT_ENV)?).await?;
     let zk = zk_lock::default_client().await?.zookeeper();
     let mut tasks = Vec::new();
     for task in 1..=plan.tasks {

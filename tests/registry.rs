@@ -18,7 +18,7 @@ async fn new_client() -> Client {
 async fn the_default_client_comes_from_the_environment_then_from_connect() {
     // Before anything is installed, the default client follows ZK_LOCK_CONNECT. This is the
     // only test of this binary that reads or writes the environment.
-    std::env::set_var(zk_lock::CONNECT_ENV, server().connect_string());
+    std::env::set_var(zk_lock::config::CONNECT_ENV, server().connect_string());
     let lazy = zk_lock::default_client().await.expect("lazy default");
     assert_eq!(lazy.connect_string(), server().connect_string());
     let guard = Mutex::new("/it-registry/lazy").lock().await.expect("lock through the default client");

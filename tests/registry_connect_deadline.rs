@@ -7,7 +7,8 @@
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use zk_lock::{zk_lock, Error, CONNECT_ENV};
+use zk_lock::config::CONNECT_ENV;
+use zk_lock::{zk_lock, Error};
 
 /// The call's timeout.
 const TIMEOUT: Duration = Duration::from_secs(1);

@@ -5,8 +5,9 @@
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use zk_lock::config::{CONNECT_ENV, DEFAULT_CONNECT_STRING, DEFAULT_CONNECT_TIMEOUT};
 use zk_lock::testing::TestingServer;
-use zk_lock::{Error, Mutex, Semaphore, SemaphoreMutex, CONNECT_ENV, DEFAULT_CONNECT_STRING, DEFAULT_CONNECT_TIMEOUT};
+use zk_lock::{Error, Mutex, Semaphore, SemaphoreMutex};
 
 /// Slack on top of the connect timeout for a loaded machine.
 const SLACK: Duration = Duration::from_secs(5);

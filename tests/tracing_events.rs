@@ -272,7 +272,7 @@ fn the_only_warning_about(path: &str) -> Recorded {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_locking_again_outside_its_holders_scope_is_warned_that_it_may_wait_for_itself() {
     recorder();
-    zk_lock::set_lock_order_checking(true);
+    zk_lock::lock_order::set_lock_order_checking(true);
     let path = "/it-tracing/self-wait";
     let client = new_client().await;
     let mutex = Mutex::with_client(&client, path);
@@ -304,7 +304,7 @@ async fn a_task_locking_again_outside_its_holders_scope_is_warned_that_it_may_wa
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nested_code_waiting_for_its_own_earlier_guards_loan_is_warned() {
     recorder();
-    zk_lock::set_lock_order_checking(true);
+    zk_lock::lock_order::set_lock_order_checking(true);
     let path = "/it-tracing/loan-wait";
     let client = new_client().await;
     let mutex = Mutex::with_client(&client, path);

@@ -19,10 +19,10 @@ impl ZooKeeper {
     /// The testing kit's error when a local server cannot be started (Java or the Debian
     /// `zookeeper` package missing: run `scripts/install-deps`).
     pub fn configured_or_throwaway() -> Result<Self, Box<dyn std::error::Error>> {
-        if let Ok(connect_string) = std::env::var(zk_lock::CONNECT_ENV) {
+        if let Ok(connect_string) = std::env::var(zk_lock::config::CONNECT_ENV) {
             return Ok(Self { connect_string, _server: None });
         }
-        println!("{} is not set: starting a throwaway local ZooKeeper...", zk_lock::CONNECT_ENV);
+        println!("{} is not set: starting a throwaway local ZooKeeper...", zk_lock::config::CONNECT_ENV);
         let server = TestingServer::start()?;
         Ok(Self { connect_string: server.connect_string(), _server: Some(server) })
     }

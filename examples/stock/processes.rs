@@ -36,7 +36,7 @@ impl Copies {
             let mut command = Command::new(&program);
             command.args(args(n)).stdin(Stdio::piped()).stdout(Stdio::piped());
             if let Some(connect) = connect {
-                command.env(zk_lock::CONNECT_ENV, connect);
+                command.env(zk_lock::config::CONNECT_ENV, connect);
             }
             let mut child = command.spawn()?;
             copies.stdins.push(child.stdin.take().ok_or("child without stdin")?);

@@ -7,10 +7,11 @@ use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use zk_lock::__private::{Lock, Template};
+use zk_lock::path::{validate_lock_path, MAX_PATH_LEN};
 use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{
-    participants_with, revoke_with, validate_lock_path, zk_lock, Client, Error, LostReason, MultiLock, Mutex, RwLock,
-    Semaphore, SemaphoreMutex, SharedCount, MAX_PATH_LEN,
+    participants_with, revoke_with, zk_lock, Client, Error, LostReason, MultiLock, Mutex, RwLock, Semaphore,
+    SemaphoreMutex, SharedCount,
 };
 use zookeeper_client::{Acls, CreateMode};
 

@@ -2,7 +2,8 @@
 //! The functions here are never called: declaring them is enough. The registry holds the
 //! annotated functions of the whole binary; these tests look at the ones of this file.
 
-use zk_lock::{check_declared, declared, zk_lock, zk_read_lock, zk_semaphore, zk_write_lock, Conflict, Declaration};
+use zk_lock::declared::{check_declared, declared, Conflict, Declaration};
+use zk_lock::{zk_lock, zk_read_lock, zk_semaphore, zk_write_lock};
 
 /// Declared in this file, not in the other modules of the binary.
 fn ours(declaration: &Declaration) -> bool {

@@ -9,10 +9,8 @@
 
 use std::future::Future;
 
-use zk_lock::{
-    check_lock_order, lock_order, set_lock_order_checking, zk_lock, zk_multi_lock, zk_read_lock, zk_write_lock, Client,
-    Error, LockOrderCycle, LockOrderEdge, Mutex,
-};
+use zk_lock::lock_order::{check_lock_order, lock_order, set_lock_order_checking, LockOrderCycle, LockOrderEdge};
+use zk_lock::{zk_lock, zk_multi_lock, zk_read_lock, zk_write_lock, Client, Error, Mutex};
 
 use crate::support::{server, PATIENCE};
 
@@ -51,7 +49,7 @@ type Summary<'a> = (&'a str, &'a str, u64, Option<&'a str>, Option<&'a str>);
 
 /// Each edge in short.
 fn summary(edges: &[LockOrderEdge]) -> Vec<Summary<'_>> {
-    let function = |by: &Option<zk_lock::Declaration>| by.map(|site| site.function);
+    let function = |by: &Option<zk_lock::declared::Declaration>| by.map(|site| site.function);
     edges
         .iter()
         .map(|e| (e.held.as_str(), e.taken.as_str(), e.count, function(&e.held_by), function(&e.taken_by)))

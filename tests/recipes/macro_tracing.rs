@@ -30,7 +30,7 @@ async fn both_orders_take_the_lock() {
     let first = instrument_first(7).await.unwrap();
     let second = lock_first(7).await.unwrap();
     assert!(first > 0 && second > first, "both held a lock node: tokens {first}, {second}");
-    let declared: Vec<_> = zk_lock::declared().into_iter().map(|d| d.template).collect();
+    let declared: Vec<_> = zk_lock::declared::declared().into_iter().map(|d| d.template).collect();
     assert!(declared.contains(&"/it-macro-tracing/instrument-first/<id>"));
     assert!(declared.contains(&"/it-macro-tracing/lock-first/<id>"));
 }

@@ -4,8 +4,9 @@
 
 use std::time::{Duration, SystemTime};
 
+use zk_lock::holder::HolderDescription;
 use zk_lock::testing::{wait_for_children, Proxy, TestingServer};
-use zk_lock::{participants_with, Client, Error, HolderDescription, Mutex, Participant, ParticipantKind, Role};
+use zk_lock::{participants_with, Client, Error, Mutex, Participant, ParticipantKind, Role};
 use zookeeper_client::{Acls, CreateMode};
 
 use crate::support::kazoo::{KazooLock, Recipe};

@@ -110,7 +110,7 @@ async fn start_instance(product: u32, delay: &str) -> (tokio::process::Child, St
     let mut instance = tokio::process::Command::new(example_binary("stock_http"))
         .args(["--serve", "1", "--delay", delay, "--database"])
         .arg(format!("sqlite:{}", database.display()))
-        .env(zk_lock::CONNECT_ENV, server().connect_string())
+        .env(zk_lock::config::CONNECT_ENV, server().connect_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)

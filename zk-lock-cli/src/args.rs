@@ -35,7 +35,7 @@ pub struct Args {
     #[arg(long, global = true, value_name = "HOSTS")]
     #[allow(rustdoc::broken_intra_doc_links)] // `[/chroot]` is help text, not a link
     connect: Option<String>,
-    /// Bound on connecting, on a lost connection and on asking for `dump`, like 500ms or 1m30s
+    /// Bound on connecting, on a lost connection and on asking for `dump`, like 500ms, 1.5s or 1m 30s
     #[arg(long, global = true, value_name = "DUR", default_value = "5s", value_parser = parse_timeout)]
     pub timeout: Duration,
     /// Print one JSON document on stdout instead of tables (watch: one a line, per refresh)
@@ -144,7 +144,7 @@ impl Args {
         self.connect
             .clone()
             .or(env_connect.filter(|hosts| !hosts.trim().is_empty()))
-            .unwrap_or_else(|| zk_lock::DEFAULT_CONNECT_STRING.to_owned())
+            .unwrap_or_else(|| zk_lock::config::DEFAULT_CONNECT_STRING.to_owned())
     }
 }
 
@@ -163,8 +163,9 @@ fn explain(mut error: clap::Error) -> clap::Error {
     error
 }
 
-/// `--timeout`: a duration with units, like `500ms`, `5s`, `1m30s` or `2h` (humantime's syntax),
-/// more than zero.
+/// `--timeout`: a duration with units, like `500ms`, `5s`, `1.5s`, `1m30s`, `1m 30s` or `2h`,
+/// more than zero. humantime's syntax, the one of the attributes' `timeout` and `max_hold`
+/// (zk-lock-macros parses them with humantime too; the tests check both on the same strings).
 fn parse_timeout(text: &str) -> Result<Duration, String> {
     match humantime::parse_duration(text) {
         Ok(duration) if duration.is_zero() => Err("zero gives up at once; give it some time, like 5s".into()),
@@ -283,6 +284,24 @@ mod tests {
         }
         let error = parse(&["inspect", "/a", "--interval", "1s"]).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::UnknownArgument, "inspect has no --interval");
+    }
+
+    /// The strings the attributes' `timeout` accepts (and what they mean) and those it refuses:
+    /// `--timeout` agrees on each, except that it refuses zero.
+    const CASES: &[(&str, Option<Duration>)] = include!("../../zk-lock-macros/src/duration_cases.rs");
+
+    #[test]
+    fn durations_as_the_attributes_take_them() {
+        for (text, expected) in CASES {
+            match (parse_timeout(text), expected) {
+                (Ok(duration), Some(expected)) => assert_eq!(duration, *expected, "{text:?}"),
+                (Err(message), Some(expected)) => {
+                    assert!(expected.is_zero() && message.starts_with("zero gives up"), "{text:?}: {message}");
+                }
+                (Err(message), None) => assert!(!message.starts_with("zero"), "{text:?}: {message}"),
+                (Ok(duration), None) => panic!("{text:?} accepted as {duration:?}"),
+            }
+        }
     }
 
     #[test]

@@ -88,7 +88,7 @@ pub fn servers(connect: &str) -> Result<Vec<Server>, CliError> {
         servers.push(Server { host: host.to_owned(), port, tls });
     }
     if let Some(chroot) = chroot.filter(|&chroot| chroot != "/") {
-        zk_lock::validate_lock_path(chroot).map_err(|e| invalid(format!("bad chroot: {e}")))?;
+        zk_lock::path::validate_lock_path(chroot).map_err(|e| invalid(format!("bad chroot: {e}")))?;
     }
     Ok(servers)
 }

@@ -24,7 +24,7 @@ pub struct Snapshot {
 
 /// Reads the participants of the lock at `path`. `None` if `path` does not exist.
 pub async fn read(client: &Client, path: &str) -> Result<Option<Vec<Participant>>, CliError> {
-    zk_lock::validate_lock_path(path).map_err(|e| CliError::from_lock(path, e))?;
+    zk_lock::path::validate_lock_path(path).map_err(|e| CliError::from_lock(path, e))?;
     let found = zk_lock::participants_with(client, path).await.map_err(|e| CliError::from_lock(path, e))?;
     if found.is_empty() {
         // `participants` treats a missing path as an empty lock; a typo deserves exit code 1.

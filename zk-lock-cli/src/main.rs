@@ -61,7 +61,7 @@ fn execute(args: &Args) -> u8 {
 
 /// Connects and runs the command: its report, or `None` for `watch`, which prints as it goes.
 async fn run(args: &Args) -> Result<Option<Report>, CliError> {
-    let connect_string = args.connect(std::env::var(zk_lock::CONNECT_ENV).ok());
+    let connect_string = args.connect(std::env::var(zk_lock::config::CONNECT_ENV).ok());
     let credentials = credentials::load(args.auth_file.as_deref(), std::env::var_os(credentials::DIGEST_ENV))?;
     let outcome = run_with(args, &connect_string, credentials.as_ref()).await;
     outcome.map_err(|error| error.with_credentials(credentials.as_ref()))
@@ -116,7 +116,7 @@ fn check_path(command: &Command) -> Result<(), CliError> {
         | Command::Revoke { path, .. }
         | Command::Tree { path } => path,
     };
-    zk_lock::validate_lock_path(path).map_err(|e| CliError::from_lock(path, e))
+    zk_lock::path::validate_lock_path(path).map_err(|e| CliError::from_lock(path, e))
 }
 
 /// How long the command waits for the server to confirm that its session ended.

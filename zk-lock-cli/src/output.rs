@@ -9,7 +9,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use base64::prelude::{Engine as _, BASE64_STANDARD};
 use serde_json::{json, Value};
 // What must not reach a terminal as it is: the rule `HolderDescription::parse` applies to host names.
-use zk_lock::is_unsafe_to_print as is_unsafe;
+use zk_lock::holder::is_unsafe_to_print as is_unsafe;
 use zk_lock::{Participant, ParticipantKind, Role};
 use zookeeper_client::SessionId;
 

@@ -5,7 +5,8 @@ mod not_shown;
 use std::collections::{BTreeSet, HashSet};
 
 use serde_json::json;
-use zk_lock::{Client, MAX_PATH_LEN};
+use zk_lock::path::MAX_PATH_LEN;
+use zk_lock::Client;
 use zookeeper_client::Error as ZkError;
 
 use self::not_shown::NotShown;
@@ -43,7 +44,7 @@ struct Walk {
 /// too long already to walk below.
 pub async fn run(client: &Client, root: &str) -> Result<Report, CliError> {
     if root != "/" {
-        zk_lock::validate_lock_path(root).map_err(|e| CliError::from_lock(root, e))?;
+        zk_lock::path::validate_lock_path(root).map_err(|e| CliError::from_lock(root, e))?;
     }
     let Some(Walk { locks: candidates, mut unreadable, not_walked }) = find_locks(client, root).await? else {
         return Ok(Report {
@@ -60,7 +61,7 @@ pub async fn run(client: &Client, root: &str) -> Result<Report, CliError> {
     let mut locks = Vec::new();
     for path in candidates {
         // `inspect` refuses such a path as a usage error; here it is one node among many.
-        if let Err(zk_lock::Error::InvalidPath { reason, .. }) = zk_lock::validate_lock_path(&path) {
+        if let Err(zk_lock::Error::InvalidPath { reason, .. }) = zk_lock::path::validate_lock_path(&path) {
             let rule = not_shown::too_long(&path).unwrap_or(reason);
             not_shown.lock(path, rule);
             continue;

@@ -48,7 +48,7 @@ pub async fn run(
     timeout: Duration,
     json: bool,
 ) -> Result<(), CliError> {
-    zk_lock::validate_lock_path(path).map_err(|e| CliError::from_lock(path, e))?;
+    zk_lock::path::validate_lock_path(path).map_err(|e| CliError::from_lock(path, e))?;
     // One watch for the lock's whole subtree (a semaphore's `leases` and `locks` too, and data
     // such as `__REVOKE__`), set before the first read so that no change goes unseen.
     let mut changes = client

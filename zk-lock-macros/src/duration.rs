@@ -1,105 +1,173 @@
-//! `timeout = "1m30s"`: durations written as numbers with units, largest unit first.
+//! `timeout = "1m30s"`: durations in humantime's syntax, the one `zk-lock --timeout` takes too.
+//!
+//! [`humantime::parse_duration`] decides what is a duration, so the attributes and the CLI accept
+//! the same strings (`duration_cases.rs` lists examples both crates' tests check). This module
+//! only explains a refusal: what is wrong, and what was probably meant.
 
 use std::time::Duration;
 
-/// The units a duration may use, largest first, with their length in nanoseconds.
-const UNITS: [(&str, u128); 6] = [
-    ("h", 3_600_000_000_000),
-    ("m", 60_000_000_000),
-    ("s", 1_000_000_000),
-    ("ms", 1_000_000),
-    ("us", 1_000),
-    ("ns", 1),
-];
+use humantime::DurationError;
 
-/// The list of units, as shown in messages.
-const UNIT_LIST: &str = "`h`, `m`, `s`, `ms`, `us`, `ns`";
+/// The units, as shown in messages: the short ones first, largest first, then the others.
+const UNIT_LIST: &str =
+    "`h`, `m`, `s`, `ms`, `us`, `ns`; also `d`, `w`, `M` for months, `y`, and names like `sec`, `min`, `hours`";
 
-/// Parses `text` (`"5s"`, `"250ms"`, `"1m30s"`, `"0s"`): one or more whole numbers, each
-/// followed by a unit, with units from largest to smallest and each at most once.
+/// The examples shown in messages.
+const EXAMPLES: &str = "like \"5s\", \"250ms\", \"1.5s\" or \"1m 30s\"";
+
+/// Parses `text` (`"5s"`, `"250ms"`, `"1.5s"`, `"1m30s"`, `"1m 30s"`, `"0s"`) as
+/// [`humantime::parse_duration`] does: numbers, each followed by a unit, summed.
 ///
 /// The error is a complete message about `<key> = "<text>"`.
 pub(crate) fn parse(key: &str, text: &str) -> Result<Duration, String> {
-    let shown = format!("`{key} = {text:?}`");
-    if text.trim().is_empty() {
-        return Err(format!(
-            "{shown} is empty; write a number with a unit, like \"5s\", \"250ms\" or \"1m30s\" (units: {UNIT_LIST})"
-        ));
-    }
-    let mut nanos: u128 = 0;
-    let mut rest = text;
-    // Index in UNITS of the last unit used: the next one must be smaller.
-    let mut last_unit: Option<usize> = None;
-    while !rest.is_empty() {
-        let digits_len = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
-        if digits_len == 0 {
-            return Err(match rest.chars().next() {
-                Some('-') => format!("{shown} is negative; a duration is zero or more, like \"0s\" or \"5s\""),
-                Some(c) if c.is_whitespace() => {
-                    format!("{shown} contains spaces; write numbers and units together, like \"1m30s\"")
-                }
-                _ => format!("{shown} must start with a number, like \"5s\", \"250ms\" or \"1m30s\""),
-            });
-        }
-        let (digits, after) = rest.split_at(digits_len);
-        let unit_len = after.find(|c: char| c.is_ascii_digit()).unwrap_or(after.len());
-        let (unit, after) = after.split_at(unit_len);
-        if unit.is_empty() {
-            return Err(format!(
-                "{shown} has no unit after `{digits}`; write \"{digits}s\" for seconds or \"{digits}ms\" for milliseconds (units: {UNIT_LIST})"
-            ));
-        }
-        if unit.starts_with('.') || unit.starts_with(',') {
-            return Err(format!(
-                "{shown} has a fraction; write whole numbers of a smaller unit instead, like \"1s500ms\" for one and a half seconds"
-            ));
-        }
-        let Some(index) = UNITS.iter().position(|(name, _)| *name == unit.trim()) else {
-            let unknown = unit.trim();
-            let suggestion = match spelled_out(unknown) {
-                Some(short) => format!("; did you mean \"{digits}{short}\"?"),
-                None => String::new(),
-            };
-            return Err(format!("{shown} has the unknown unit `{unknown}`; expected one of {UNIT_LIST}{suggestion}"));
-        };
-        if unit.trim() != unit {
-            return Err(format!("{shown} contains spaces; write numbers and units together, like \"1m30s\""));
-        }
-        if last_unit.is_some_and(|last| index <= last) {
-            return Err(format!(
-                "{shown} must give its units from largest to smallest, each once, like \"1m30s\" or \"2s500ms\""
-            ));
-        }
-        last_unit = Some(index);
-        let too_large = || format!("{shown} is too large; keep it below a few hundred years");
-        let value: u128 = digits.parse().map_err(|_| too_large())?;
-        nanos = value.checked_mul(UNITS[index].1).and_then(|n| nanos.checked_add(n)).ok_or_else(too_large)?;
-        rest = after;
-    }
-    let secs = u64::try_from(nanos / 1_000_000_000).map_err(|_| format!("{shown} is too large"))?;
-    let subsec = u32::try_from(nanos % 1_000_000_000).expect("below one second");
-    Ok(Duration::new(secs, subsec))
+    humantime::parse_duration(text).map_err(|error| explain(&format!("`{key} = {text:?}`"), text, &error))
 }
 
-/// The unit a spelled-out (or otherwise common) unit name stands for: `secs` is `s`.
-fn spelled_out(unit: &str) -> Option<&'static str> {
-    let unit = unit.to_ascii_lowercase();
-    // Plurals and the `s` of `secs`, `mins`, `millis` go first: what is left names the unit.
-    let short = match unit.trim_end_matches('s') {
-        "hour" | "hr" | "h" => "h",
-        "minute" | "min" | "m" => "m",
-        "second" | "sec" | "" => "s",
-        "millisecond" | "milli" | "msec" => "ms",
-        "microsecond" | "micro" | "usec" | "µ" => "us",
-        "nanosecond" | "nano" | "nsec" => "ns",
-        _ => return None,
+/// Says what is wrong with `text`, which humantime refused with `error`; `shown` is the
+/// argument as written.
+fn explain(shown: &str, text: &str, error: &DurationError) -> String {
+    // What humantime stopped at (from the offset it gives, spaces skipped), and what precedes it.
+    let from = |offset: usize| text.get(offset..).unwrap_or_default().trim_start();
+    let before = |offset: usize| text.get(..offset).unwrap_or_default().trim();
+    let at = |offset: usize| from(offset).chars().next();
+    match error {
+        DurationError::Empty => {
+            format!("{shown} is empty; write a number with a unit, {EXAMPLES} (units: {UNIT_LIST})")
+        }
+        DurationError::UnknownUnit { start, unit, .. } if unit.is_empty() => {
+            // Only at the end: a number is cut short by anything else.
+            let before = text[..*start].trim_end();
+            let number = &before[before.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.').len()..];
+            format!(
+                "{shown} has no unit after `{number}`; write \"{number}s\" for seconds or \"{number}ms\" for milliseconds (units: {UNIT_LIST})"
+            )
+        }
+        DurationError::UnknownUnit { unit, .. } => {
+            let suggestion = corrected(text).map(|fixed| format!("; did you mean {fixed:?}?")).unwrap_or_default();
+            format!("{shown} has the unknown unit `{unit}`; expected one of {UNIT_LIST}{suggestion}")
+        }
+        DurationError::NumberExpected(offset) => match at(*offset) {
+            Some('-') if from(*offset)[1..].starts_with(|c: char| c.is_ascii_digit()) => {
+                format!("{shown} is negative; a duration is zero or more, like \"0s\" or \"5s\"")
+            }
+            Some('.') if before(*offset).is_empty() => {
+                format!("{shown} must start with a digit; write \"0.5s\" rather than \".5s\"")
+            }
+            _ if before(*offset).is_empty() => format!("{shown} must start with a number, {EXAMPLES}"),
+            Some(c) => {
+                let word: String = from(*offset).chars().take_while(|c| !c.is_whitespace()).collect();
+                let what = if c.is_alphabetic() { format!("the unit `{word}`") } else { format!("`{c}`") };
+                format!("{shown} has {what} without a number before it; give each unit its number, like \"1h 30m\"")
+            }
+            None => format!("{shown} must start with a number, {EXAMPLES}"),
+        },
+        DurationError::InvalidCharacter(offset) => match at(*offset) {
+            Some('.') if before(*offset).ends_with(char::is_alphabetic) => {
+                format!("{shown} has a `.` after a unit; a decimal point goes inside a number, like \"1.5s\"")
+            }
+            Some('.') if !from(*offset)[1..].trim_start().starts_with(|c: char| c.is_ascii_digit()) => {
+                format!("{shown} has a `.` without digits after it; write \"1.5s\" or \"1s\"")
+            }
+            Some('.') => format!("{shown} has a number with two `.`; write one decimal point, like \"1.5s\""),
+            Some(',') => {
+                let comma = text.len() - from(*offset).len();
+                let decimal = before(*offset).ends_with(|c: char| c.is_ascii_digit())
+                    && text[comma + 1..].starts_with(|c: char| c.is_ascii_digit());
+                let (problem, fixed) = if decimal {
+                    ("a decimal comma; a fraction takes a point", format!("{}.{}", &text[..comma], &text[comma + 1..]))
+                } else {
+                    ("`,`; separate the parts with spaces or nothing", text.replace(',', ""))
+                };
+                let suggestion = match humantime::parse_duration(&fixed) {
+                    Ok(_) => format!("; did you mean {fixed:?}?"),
+                    Err(_) => format!(", {EXAMPLES}"),
+                };
+                format!("{shown} has {problem}{suggestion}")
+            }
+            Some('μ') => format!(
+                "{shown} has the Greek letter `μ`; write microseconds as `us` (or with the micro sign `µ`, U+00B5)"
+            ),
+            Some(c) => format!(
+                "{shown} has `{c}`, which a duration cannot contain; write numbers with units, {EXAMPLES}, separated by spaces or not"
+            ),
+            None => format!("{shown} is not a duration; write a number with a unit, {EXAMPLES}"),
+        },
+        DurationError::NumberOverflow if text.contains('.') => format!(
+            "{shown} is finer than a nanosecond or too large; a duration is whole nanoseconds, below a few hundred years"
+        ),
+        DurationError::NumberOverflow => format!("{shown} is too large; keep it below a few hundred years"),
+    }
+}
+
+/// `text` with each unknown unit replaced by the unit it most likely means (`"5 Secs"` is
+/// `"5 s"`), if that makes a duration.
+fn corrected(text: &str) -> Option<String> {
+    let mut fixed = text.to_owned();
+    // Each round fixes one unit; a duration has a handful.
+    for _ in 0..16 {
+        match humantime::parse_duration(&fixed) {
+            Ok(_) => return Some(fixed),
+            Err(DurationError::UnknownUnit { start, end, unit, .. }) if !unit.is_empty() => {
+                fixed.replace_range(start..end, meant(&unit)?);
+            }
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// The short unit an unknown unit most likely means: another case (`Secs`, `MS`), a spelling
+/// humantime lacks (`milliseconds`, `micros`), or a typo in a long name (`minuts`).
+fn meant(unit: &str) -> Option<&'static str> {
+    let lower = unit.to_lowercase();
+    if let Some(short) = short(&lower) {
+        return Some(short);
+    }
+    // Plurals go first: what is left names the unit.
+    let singular = lower.strip_suffix('s').unwrap_or(&lower);
+    let spelled = match singular {
+        "millisecond" | "milli" | "msec" => Some("ms"),
+        "microsecond" | "micro" | "usec" | "µsec" => Some("us"),
+        "nanosecond" | "nano" | "nsec" => Some("ns"),
+        _ => short(singular),
     };
-    Some(short)
+    // A one-letter unit is one edit from every other: only long names are guessed at.
+    spelled.or_else(|| {
+        const LONG: [&str; 14] = [
+            "nanos", "millis", "seconds", "second", "minutes", "minute", "hours", "hour", "days", "weeks", "week",
+            "months", "month", "years",
+        ];
+        if lower.chars().count() < 4 {
+            return None;
+        }
+        crate::args::closest(&lower, &LONG).and_then(short)
+    })
+}
+
+/// The short name of one of humantime's units (`secs` is `s`), if `unit` is one of them.
+fn short(unit: &str) -> Option<&'static str> {
+    Some(match unit {
+        "nanos" | "nsec" | "ns" => "ns",
+        "usec" | "us" | "µs" => "us",
+        "millis" | "msec" | "ms" => "ms",
+        "seconds" | "second" | "secs" | "sec" | "s" => "s",
+        "minutes" | "minute" | "min" | "mins" | "m" => "m",
+        "hours" | "hour" | "hr" | "hrs" | "h" => "h",
+        "days" | "day" | "d" => "d",
+        "weeks" | "week" | "wk" | "wks" | "w" => "w",
+        "months" | "month" | "M" => "M",
+        "years" | "year" | "yr" | "yrs" | "y" => "y",
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Strings and what they mean, or `None` for a refusal; zk-lock-cli's tests run the same
+    /// list through `--timeout`'s parser.
+    const CASES: &[(&str, Option<Duration>)] = include!("duration_cases.rs");
 
     fn ok(text: &str) -> Duration {
         parse("timeout", text).unwrap_or_else(|e| panic!("{text:?} rejected: {e}"))
@@ -116,40 +184,98 @@ mod tests {
     }
 
     #[test]
-    fn accepts_numbers_with_units_largest_first() {
+    fn accepts_what_the_cli_accepts() {
+        for (text, expected) in CASES {
+            match expected {
+                Some(duration) => assert_eq!(ok(text), *duration, "{text:?}"),
+                None => {
+                    err(text);
+                }
+            }
+            assert_eq!(humantime::parse_duration(text).ok(), *expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn accepts_humantimes_syntax() {
         assert_eq!(ok("5s"), Duration::from_secs(5));
         assert_eq!(ok("0s"), Duration::ZERO);
-        assert_eq!(ok("0ms"), Duration::ZERO);
-        assert_eq!(ok("250ms"), Duration::from_millis(250));
         assert_eq!(ok("1m30s"), Duration::from_secs(90));
-        assert_eq!(ok("2h"), Duration::from_secs(7200));
+        assert_eq!(ok("1m 30s"), Duration::from_secs(90));
         assert_eq!(ok("1h2m3s4ms5us6ns"), Duration::new(3723, 4_005_006));
-        assert_eq!(ok("1500ms"), Duration::from_millis(1500));
-        assert_eq!(ok("90s"), Duration::from_secs(90));
+        assert_eq!(ok("1.5s"), Duration::from_millis(1500));
+        assert_eq!(ok("5 secs"), Duration::from_secs(5));
+        assert_eq!(ok("2 hours 37 min"), Duration::from_secs(9420));
     }
 
     #[test]
     fn explains_what_is_wrong() {
         assert!(err("5").contains("no unit after `5`"));
         assert!(err("5").contains("\"5s\""));
+        assert!(err("1m 1.5").contains("no unit after `1.5`; write \"1.5s\""), "{}", err("1m 1.5"));
         assert!(err("5 parsecs").contains("unknown unit `parsecs`"));
-        assert!(err("5 s").contains("spaces"));
+        assert!(!err("5 parsecs").contains("did you mean"));
         assert!(err("5x").contains("unknown unit `x`"));
         assert!(!err("5x").contains("did you mean"));
-        assert!(err("5secs").contains("did you mean \"5s\"?"), "{}", err("5secs"));
-        assert!(err("5 secs").contains("spaces") || err("5 secs").contains("did you mean \"5s\"?"));
-        assert!(err("2min").contains("did you mean \"2m\"?"));
-        assert!(err("250millis").contains("did you mean \"250ms\"?"));
-        assert!(err("3Hours").contains("did you mean \"3h\"?"));
-        assert!(err("1s1m").contains("largest to smallest"));
-        assert!(err("1s2s").contains("largest to smallest"));
-        assert!(err("1.5s").contains("fraction"));
+        assert!(err("1.5.3s").contains("two `.`"), "{}", err("1.5.3s"));
+        assert!(err("5s.5").contains("`.` after a unit"), "{}", err("5s.5"));
+        assert!(err("1,5s").contains("decimal comma; a fraction takes a point; did you mean \"1.5s\"?"));
+        assert!(err("1m, 30s").contains("has `,`; separate the parts with spaces or nothing; did you mean \"1m 30s\"?"));
+        assert!(err("1m,").contains("has `,`; separate the parts with spaces or nothing; did you mean \"1m\"?"));
+        assert!(err("1,5,3s").ends_with("a point, like \"5s\", \"250ms\", \"1.5s\" or \"1m 30s\""));
+        assert!(err("1:30").contains("has `:`, which"));
+        assert!(err("1.s").contains("`.` without digits after it"));
+        assert!(err("1.").contains("`.` without digits after it"));
+        assert!(err(".5s").contains("\"0.5s\""));
+        assert!(err("5μs").contains("`us`"));
         assert!(err("-1s").contains("negative"));
+        assert!(err("1h -").contains("has `-` without a number before it"), "{}", err("1h -"));
         assert!(err("s").contains("must start with a number"));
-        assert!(err(" 5s").contains("spaces"));
+        assert!(err(" +5s").contains("must start with a number"));
+        assert!(err("1h min").contains("the unit `min` without a number before it"), "{}", err("1h min"));
         assert!(err("").contains("empty"));
+        assert!(err("  ").contains("empty"));
         assert!(err("99999999999999999999999999999999999999999h").contains("too large"));
         assert!(err("9999999999999999999h").contains("too large"));
+        assert!(err("0.5ns").contains("finer than a nanosecond"));
+    }
+
+    #[test]
+    fn suggests_the_unit_meant() {
+        for (text, meant) in [
+            ("5Secs", "5s"),
+            ("5 Secs", "5 s"),
+            ("3Hours", "3h"),
+            ("5MS", "5ms"),
+            ("5S", "5s"),
+            ("250milliseconds", "250ms"),
+            ("250 millisecond", "250 ms"),
+            ("10micros", "10us"),
+            ("10 nanoseconds", "10 ns"),
+            ("2minuts", "2m"),
+            ("1Hour 30Min", "1h 30m"),
+            ("1m 30 Secs", "1m 30 s"),
+        ] {
+            let message = err(text);
+            assert!(message.contains(&format!("did you mean {meant:?}?")), "{text:?}: {message}");
+        }
+        // Only a suggestion that parses is made.
+        assert!(!err("3Hours x").contains("did you mean"), "{}", err("3Hours x"));
+        assert!(!err("5 sex").contains("did you mean"), "{}", err("5 sex"));
+    }
+
+    #[test]
+    fn explains_every_refusal_without_panicking() {
+        let pieces = ["1", "0", ".", " ", "\u{a0}", "s", "S", "m", "M", "sec", "Secs", "x", "-", "+", ",", "μ", "µ"];
+        let mut texts = vec![String::new()];
+        for _ in 0..4 {
+            texts = texts.iter().flat_map(|text| pieces.iter().map(move |piece| format!("{text}{piece}"))).collect();
+            for text in &texts {
+                if let Err(message) = parse("timeout", text) {
+                    assert!(message.starts_with(&format!("`timeout = {text:?}`")), "{message}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -154,7 +154,7 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> TokenStream {
 }
 
 /// The function's declarations, one per path, in a static: registered at link time for
-/// `zk_lock::declared()`, and passed to the acquisition as the lock's site (for lock-order
+/// `zk_lock::declared::declared()`, and passed to the acquisition as the lock's site (for lock-order
 /// checking). Inside a block, the static is out of the body's reach.
 fn declarations(args: &Args, function: &Ident) -> TokenStream {
     let recipe = match args.attribute {

@@ -40,7 +40,7 @@ use crate::args::Attribute;
 ///   would change the shape of the path (empty, `.`, `..`, containing `/` or control
 ///   characters) makes the call fail with `Error::InvalidPath`, never take another lock.
 /// - `timeout = "<duration>"`: how long to wait for the lock, like `"5s"`, `"250ms"` or
-///   `"1m30s"`, counted from the call: it also bounds connecting the default client on its
+///   `"1m30s"` (see [Durations](#durations) below), counted from the call: it also bounds connecting the default client on its
 ///   first use. Then the call returns `Error::Timeout` (`Error::ConnectionDown` if the
 ///   connection to ZooKeeper was down then, `Error::Connect` if the default client was still
 ///   connecting). `"0s"` tries once and returns
@@ -59,6 +59,19 @@ use crate::args::Attribute;
 /// - `on_lost = "abort" | "ignore"`: with `"abort"` (the default) the body is dropped as soon
 ///   as the lock is lost (session expiry, node deleted, `max_hold` reached) and the call
 ///   returns `Error::Lost`; `"ignore"` lets the body finish.
+///
+/// # Durations
+///
+/// `timeout` and `max_hold` take the syntax of [`humantime::parse_duration`], as `zk-lock
+/// --timeout` does: numbers, each with its unit, summed, with or without spaces between them:
+/// `"5s"`, `"250ms"`, `"1.5s"`, `"1m30s"`, `"1m 30s"`, `"2 hours 37 min"`. The units are `h`,
+/// `m`, `s`, `ms`, `us` (`µs`), `ns`, and `d`, `w`, `M` (months: 30.44 days, not minutes) and
+/// `y`, with the names humantime knows (`sec`, `secs`, `min`, `hours`, `millis`, ...); they are
+/// case-sensitive. A string it refuses is a compile error at the string that says why, and
+/// names the unit meant when it can (`timeout = "5 Secs"`, `"250milliseconds"`: did you mean
+/// `"5 s"`, `"250ms"`?).
+///
+/// [`humantime::parse_duration`]: https://docs.rs/humantime/2/humantime/fn.parse_duration.html
 ///
 /// # Requirements
 ///

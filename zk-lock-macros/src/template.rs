@@ -3,7 +3,7 @@
 //! A template is literal path text with `<placeholder>`s, each a name (a parameter or a binding
 //! in a parameter pattern, or `self`) optionally followed by fields (`.name` or `.0`). The shape
 //! of the path is checked here, at compile time, with every placeholder standing for a non-empty
-//! value; the values are checked again at run time (`zk_lock::validate_rendered_value`).
+//! value; the values are checked again at run time (`zk_lock::path::validate_rendered_value`).
 
 /// A parsed template: literal text and placeholders, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,7 +134,7 @@ fn identifier(text: &str) -> Option<Name> {
     (valid && raw_allowed).then(|| Name { name: name.to_owned(), raw })
 }
 
-/// The path rules of `zk_lock::validate_lock_path`, with each placeholder standing for a
+/// The path rules of `zk_lock::path::validate_lock_path`, with each placeholder standing for a
 /// non-empty value that stays inside its segment.
 fn check_shape(template: &str, pieces: &[Piece]) -> Result<(), String> {
     let shown = template.escape_debug().to_string();

@@ -1,9 +1,12 @@
-//! The lock templates of every annotated function in the program, collected at link time, and
-//! the conflicts between them that no single function can see.
+//! The lock templates of every annotated function in the program, collected at link time
+//! ([`declared()`]), and the conflicts between them that no single function can see
+//! ([`check_declared()`]).
 //!
-//! A foundation: it uses `layout` only. Each annotated function has one static list of its
-//! declarations; the link-time registry points at it, and the function's acquisition carries
-//! the same declaration as the lock's site, which lock-order checking reports.
+//! Each annotated function has one static list of its declarations; the link-time registry
+//! points at it, and the function's acquisition carries the same declaration as the lock's site,
+//! which lock-order checking ([`lock_order`](crate::lock_order)) reports.
+
+// A foundation: it uses `layout` only.
 
 use std::fmt;
 

@@ -309,6 +309,14 @@ impl Error {
         }
     }
 
+    /// The crate's own requests' errors, converted where a path is not at hand (a refusal for
+    /// lack of permission then names none until [`at_path`](Self::at_path) gives it one). A
+    /// function, not a `From` implementation: a public conversion from zookeeper-client's error
+    /// would tie zk-lock's API to that crate's version.
+    pub(crate) fn from_zk(error: zookeeper_client::Error) -> Self {
+        Self::Zookeeper(ZookeeperError::new(error))
+    }
+
     /// [`from_zookeeper`](Self::from_zookeeper) for an error already converted without the path.
     pub(crate) fn at_path(self, path: &str) -> Self {
         match self {
@@ -323,16 +331,6 @@ impl Error {
             Self::Zookeeper(error) => Some(error.zk()),
             _ => None,
         }
-    }
-}
-
-#[doc(hidden)]
-/// The crate's own requests' errors, converted where a path is not at hand (a refusal for lack
-/// of permission then names none until [`Error::at_path`] gives it one). Crate-private in
-/// effect: `zookeeper_client::Error` is not reachable from zk-lock's public API.
-impl From<zookeeper_client::Error> for Error {
-    fn from(error: zookeeper_client::Error) -> Self {
-        Self::Zookeeper(ZookeeperError::new(error))
     }
 }
 

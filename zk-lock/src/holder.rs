@@ -1,7 +1,12 @@
-//! Who took a lock: the [`Owner`] lock-order checking files a granted lock under (to warn of a
-//! task waiting for a lock it holds outside the waiting code), and the data written into lock
-//! nodes (who holds or waits, for `zk-lock inspect` and operators). Neither decides re-entry:
-//! only code nested in a holder's scope re-enters (`holds::scope`).
+//! Who a lock node says holds (or waits for) the lock: the data zk-lock writes into its nodes,
+//! `host=<name> pid=<pid> task=<task>`, as [`HolderDescription::parse`] reads it back (for
+//! [`Participant::holder`](crate::Participant::holder) and
+//! [`QueueHolder::description`](crate::QueueHolder::description)), and the characters that
+//! must not reach a terminal as they are ([`is_unsafe_to_print`]), which that parsing refuses.
+
+// Also the `Owner` lock-order checking files a granted lock under (to warn of a task waiting for
+// a lock it holds outside the waiting code). Neither decides re-entry: only code nested in a
+// holder's scope re-enters (`holds::scope`).
 
 use std::fmt;
 use std::sync::LazyLock;

@@ -15,10 +15,16 @@
 //!   one client per name and opens a new session after an expiry.
 //! - Guards report loss ([`MutexGuard::lost`]) and carry a fencing token.
 //! - `zk_lock::testing` (feature `testing`) starts real ZooKeeper servers for tests.
-//! - Lock-order checking ([`lock_order()`], [`check_lock_order()`]; on in debug builds) reports
-//!   lock classes that tasks take in opposite orders, which can deadlock across processes.
+//! - Lock-order checking ([`lock_order::check_lock_order()`]; on in debug builds) reports lock
+//!   classes that tasks take in opposite orders, which can deadlock across processes.
 //! - Feature `tls` connects to ZooKeeper over TLS (`ClientBuilder::tls_ca_pem`); digest
 //!   credentials and ACLs ([`ClientBuilder::auth`], [`ClientBuilder::acl`]) need no feature.
+//! - The root holds the everyday API; the rest is in modules: [`lock_order`] (the lock-order
+//!   graph and its switch), [`declared`] (the attributes' templates and their conflicts),
+//!   [`path`] (the lock path rules), [`holder`] (who a lock node says holds it), [`config`] (the
+//!   defaults and the environment variable of the default client) and [`metrics`].
+//!   [`zookeeper`] is zookeeper-client, the client zk-lock runs on: a zk-lock release that moves
+//!   to an incompatible version of it is a breaking release.
 //!
 //! # Expansion
 //!
@@ -93,10 +99,11 @@
 //! Step by step:
 //!
 //! 0. The template, with its recipe, the function's name and the attribute's location, is a
-//!    [`Declaration`] in a static (one per path), registered at link time for [`declared()`]
-//!    and [`check_declared()`], which report the same template used by different recipes and
-//!    templates nested under each other (Curator Tech Note 7). The acquisition gets the same
-//!    static as the lock's site: [`lock_order()`] names the template as the lock's class, and
+//!    [`Declaration`](declared::Declaration) in a static (one per path), registered at link time
+//!    for [`declared()`](declared::declared()) and [`check_declared()`](declared::check_declared()),
+//!    which report the same template used by different recipes and templates nested under each
+//!    other (Curator Tech Note 7). The acquisition gets the same static as the lock's site:
+//!    [`lock_order()`](lock_order::lock_order()) names the template as the lock's class, and
 //!    the function and line that took it. The static is inside a block: the body cannot name it.
 //! 1. The path is rendered from the parameters with `Display` before anything else. A value that
 //!    would change the shape of the path (empty, `.`, `..`, containing `/`) or that ZooKeeper
@@ -165,7 +172,7 @@
 //! | engine | one attempt at a lock or at leases on one session: join, wait, clean up |
 //! | ZooKeeper operations | retries over broken connections, container parents, protected lookup, listing |
 //! | session | one ZooKeeper session: its health, the ledger of its nodes, its retirement |
-//! | foundations | Curator's layout ([`Recipe`], [`ParticipantKind`], who blocks whom), errors, paths, tracing; the link-time [`declared`] templates and the [`lock_order()`] graph |
+//! | foundations | Curator's layout ([`Recipe`], [`ParticipantKind`], who blocks whom), errors, [`path`]s, tracing; the link-time [`declared`] templates and the [`lock_order`] graph |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 // The layers, bottom up: each module uses only those above it in this list (docs/architecture.md,
@@ -173,14 +180,17 @@
 //
 // Foundations: no I/O of their own, used by every layer; among them the annotated templates
 // collected at link time (`declared`) and the lock-order graph (`lock_order`).
+//
+// Public modules hold what is not everyday API (`declared`, `holder`, `lock_order`, `path`,
+// `metrics`, and `config` below); the everyday names are re-exported at the root.
 mod background;
-mod declared;
+pub mod declared;
 mod error;
-mod holder;
+pub mod holder;
 mod layout;
-mod lock_order;
+pub mod lock_order;
 pub mod metrics;
-mod path;
+pub mod path;
 mod state_cell;
 mod trace;
 // One ZooKeeper session: its health, its ledger of nodes, its retirement.
@@ -204,19 +214,12 @@ pub mod testing;
 // What the attributes expand to.
 /// Support for the code the attributes generate. Not public API: no semver promises.
 #[doc(hidden)]
-#[path = "private.rs"]
+#[path = "private/mod.rs"]
 pub mod __private;
 
-pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
-pub use declared::{check_declared, declared, Conflict, Declaration};
+pub use client::{Client, ClientBuilder};
 pub use error::{Error, LostReason, Result, ZookeeperError, ZookeeperErrorKind};
-pub use holder::{is_unsafe_to_print, HolderDescription};
 pub use layout::{ParticipantKind, Recipe};
-pub use lock_order::{
-    check_lock_order, lock_order, lock_order_checking, set_lock_order_checking, LockOrder, LockOrderCycle,
-    LockOrderCycles, LockOrderEdge, LOCK_ORDER_ENV,
-};
-pub use path::{validate_lock_path, validate_rendered_value, MAX_PATH_LEN};
 // Named one by one: a new `pub` item of a recipe's module is not public until it is listed here.
 pub use engine::{QueueHolder, QueuePosition};
 pub use recipes::force_release::{force_release, force_release_node, force_release_participant};
@@ -228,15 +231,35 @@ pub use recipes::rwlock::{ReadGuard, RwLock, WriteGuard};
 pub use recipes::semaphore::{Semaphore, SemaphorePermit};
 pub use recipes::semaphore_mutex::{SemaphoreMutex, SemaphoreMutexGuard};
 pub use recipes::shared_count::{SharedCount, VersionedCount};
-pub use registry::{connect, default_client, named_client, shutdown, CONNECT_ENV, DEFAULT_CONNECT_STRING};
+pub use registry::{connect, default_client, named_client, shutdown};
 pub use zk_lock_macros::{zk_lock, zk_multi_lock, zk_read_lock, zk_semaphore, zk_write_lock};
 /// [zookeeper-client](https://docs.rs/zookeeper-client) 0.11, the ZooKeeper client zk-lock runs
 /// on, for what zk-lock does not wrap: the ACL types of [`ClientBuilder::acl`] (`Acls`, `Acl`,
 /// `AuthId`, `Permission`), [`ClientBuilder::tls_options`]'s `TlsOptions`, the raw client of
 /// [`Client::zookeeper`] and the multi-op writer of a guard's `fenced_writer()`.
 ///
-/// **Versioned with zookeeper-client, not with zk-lock.** Everything zk-lock's API takes or
-/// returns from that crate is named through this module, and nothing else is: a zookeeper-client
-/// release that changes these types changes this module (and is named in the CHANGELOG), while
-/// the rest of the API, errors included ([`ZookeeperError`]), is zk-lock's own.
+/// **Its version is part of zk-lock's API.** Everything zk-lock's API takes or returns from
+/// zookeeper-client is named through this module, and nothing else is: errors are zk-lock's own
+/// ([`ZookeeperError`], with zookeeper-client's error as its `source()`), and no `From`
+/// conversion between the two crates' types is public. So:
+///
+/// - a zookeeper-client release compatible with the one zk-lock uses (0.11.x) changes nothing
+///   here, and `cargo update` may pick it;
+/// - moving zk-lock to an incompatible one (0.12, 1.0) is a **breaking zk-lock release** (the
+///   minor version before 1.0, the major one after), even where zk-lock's own items did not
+///   change, and the CHANGELOG names it.
+///
+/// Name these types as `zk_lock::zookeeper::..`: they are then always the ones zk-lock takes. A
+/// program that also depends on zookeeper-client directly must ask for the same version, or its
+/// `Acls` are a different type from zk-lock's.
 pub use zookeeper_client as zookeeper;
+
+/// The settings used when the program gives none: where the default client connects (the
+/// environment variable [`CONNECT_ENV`](crate::config::CONNECT_ENV), else
+/// [`DEFAULT_CONNECT_STRING`](crate::config::DEFAULT_CONNECT_STRING)) and a client's timeouts
+/// ([`ClientBuilder::session_timeout`](crate::ClientBuilder::session_timeout),
+/// [`ClientBuilder::connect_timeout`](crate::ClientBuilder::connect_timeout)).
+pub mod config {
+    pub use crate::client::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
+    pub use crate::registry::{CONNECT_ENV, DEFAULT_CONNECT_STRING};
+}

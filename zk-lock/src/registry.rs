@@ -78,8 +78,8 @@ pub async fn connect(connect_string: &str) -> Result<Client> {
 /// # Errors
 ///
 /// [`Error::Connect`] if the default has to be connected and that fails (within
-/// [`DEFAULT_CONNECT_TIMEOUT`](crate::DEFAULT_CONNECT_TIMEOUT)); its reason names
-/// [`CONNECT_ENV`] and how to configure the client.
+/// [`DEFAULT_CONNECT_TIMEOUT`](crate::config::DEFAULT_CONNECT_TIMEOUT)); its reason names
+/// [`CONNECT_ENV`](crate::config::CONNECT_ENV) and how to configure the client.
 ///
 /// # Cancel safety
 ///

@@ -20,7 +20,7 @@ pub fn example_binary(name: &str) -> PathBuf {
 pub fn run_example(name: &str, args: &[&str]) -> Output {
     let output = Command::new(example_binary(name))
         .args(args)
-        .env(zk_lock::CONNECT_ENV, super::server().connect_string())
+        .env(zk_lock::config::CONNECT_ENV, super::server().connect_string())
         .output()
         .unwrap_or_else(|e| panic!("start example `{name}`: {e}"));
     assert!(

@@ -10,18 +10,23 @@ async fn unknown_unit() -> Result<(), Error> {
     Ok(())
 }
 
-#[zk_lock(path = "/e", timeout = "5 secs")]
+#[zk_lock(path = "/e", timeout = "5 Secs")]
+async fn unit_in_another_case() -> Result<(), Error> {
+    Ok(())
+}
+
+#[zk_lock(path = "/f", timeout = "250milliseconds")]
 async fn spelled_out_unit() -> Result<(), Error> {
     Ok(())
 }
 
-#[zk_lock(path = "/c", timeout = "1.5s")]
-async fn fraction() -> Result<(), Error> {
+#[zk_lock(path = "/c", timeout = "1,5s")]
+async fn decimal_comma() -> Result<(), Error> {
     Ok(())
 }
 
-#[zk_lock(path = "/d", timeout = "30s1m")]
-async fn smallest_first() -> Result<(), Error> {
+#[zk_lock(path = "/d", timeout = "-1s")]
+async fn negative() -> Result<(), Error> {
     Ok(())
 }
 

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
-use zk_lock::MAX_PATH_LEN;
+use zk_lock::path::MAX_PATH_LEN;
 
 use crate::output::escape;
 

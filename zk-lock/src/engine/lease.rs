@@ -9,9 +9,9 @@
 //! of two contenders the later one sees both), which allows one shortcut:
 //!
 //! - Uncontended, everything is one round trip. The lock node and the lease nodes are created
-//!   and both parents listed (one multi-read) back to back; the server answers in order, so the
-//!   listing of `P/locks` tells whether we held the mutex when our leases were created and
-//!   counted. Curator needs five round trips (create, list, create, list, delete).
+//!   and both parents listed (one multi-read) back to back (`pipelined`); the server answers in
+//!   order, so the listing of `P/locks` tells whether we held the mutex when our leases were
+//!   created and counted. Curator needs five round trips (create, list, create, list, delete).
 //! - If someone held the mutex, the leases made ahead of time are deleted at once and this
 //!   acquisition waits for the mutex in the engine's queue, like Curator's. The next acquisition
 //!   through the same semaphore then creates no lease ahead of time until one finds the mutex
@@ -28,16 +28,13 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use zookeeper_client::{
-    Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType, MultiReadResult, OneshotWatcher, WatchedEvent,
-};
+use zookeeper_client::{Acls, Client as ZkClient, Error as ZkError, EventType, OneshotWatcher, WatchedEvent};
 
 use super::attempt::Attempt;
-use super::claim::Claim;
 use super::lease_count::{counted, taken, until_full, LeaseLimit};
 use super::not_granted::NotGranted;
-use super::queue::{never_released, not_ephemeral, remove_refused_parents, wait_for_grant, LockSpec};
-use super::ungranted::{Created, UngrantedNode};
+use super::pipelined::{create_then_list, GrantedLease, PipelinedNode};
+use super::queue::{never_released, not_ephemeral, wait_for_grant, LockSpec};
 use crate::background;
 use crate::layout::{
     lease_prefix_ahead_of_time, new_protected_prefix, ParticipantKind, SEMAPHORE_LEASES, SEMAPHORE_REQUEST,
@@ -45,7 +42,7 @@ use crate::layout::{
 };
 use crate::session::Session;
 use crate::trace;
-use crate::zk::{create_containers, CreatedParents, Reconnects};
+use crate::zk::Reconnects;
 
 /// What a semaphore asks for.
 pub(crate) struct LeaseSpec<'a> {
@@ -66,46 +63,6 @@ pub(crate) struct LeaseGrant {
     /// The session's loss count when the leases were granted.
     pub losses_seen: u64,
     pub leases: Vec<GrantedLease>,
-}
-
-/// One granted lease node.
-pub(crate) struct GrantedLease {
-    pub node_path: Arc<str>,
-    pub token: i64,
-    /// Our responsibility for the node until ZooKeeper confirms it is gone.
-    pub claim: Option<Claim>,
-}
-
-/// A node this attempt creates, in a batch with others and listings pipelined behind them (the
-/// request node or a lease node), removed on every way out until it is granted.
-struct PipelinedNode {
-    node: UngrantedNode,
-    parent: String,
-    lock_name: &'static str,
-    /// Name and creation zxid, once the create is known to have been applied.
-    made: Option<(String, i64)>,
-}
-
-impl PipelinedNode {
-    // Not followed by the waiters behind it (`UngrantedNode::in_queue`): nothing watches the
-    // internal mutex's node while its owner waits for leases, so a deletion by someone else
-    // would go unnoticed by them.
-    fn new(session: &Arc<Session>, parent: &str, kind: ParticipantKind, prefix: String) -> Self {
-        let node = UngrantedNode::new(session.clone(), parent, prefix);
-        Self { node, parent: parent.to_owned(), lock_name: kind.lock_name(), made: None }
-    }
-
-    fn name(&self) -> Option<&str> {
-        self.made.as_ref().map(|(name, _)| name.as_str())
-    }
-
-    /// Its full path, token and claim: it is no longer ours to remove.
-    fn grant(&mut self) -> Option<GrantedLease> {
-        let (name, token) = self.made.take()?;
-        let node_path = self.node.node_path(&name);
-        let (claim, _) = self.node.grant();
-        Some(GrantedLease { node_path, token, claim })
-    }
 }
 
 /// One try at `spec.count` leases on one session, Curator's algorithm in named steps: join the
@@ -405,79 +362,6 @@ async fn list_and_watch(zk: &ZkClient, parent: &str) -> Result<(Vec<String>, Chi
         match zk.list_and_watch_children(parent).await {
             Ok((children, watcher)) => return Ok((children, Some(Box::pin(OneshotWatcher::changed(watcher))))),
             Err(ZkError::NoNode) => return Ok((Vec::new(), None)),
-            Err(error) => reconnects.wait(error).await?,
-        }
-    }
-}
-
-/// Creates every node of `nodes` not made yet, then lists `parents` in one multi-read, all sent
-/// before any reply is awaited: the server answers in order, so the listings include the nodes.
-/// Missing parents are created (as containers) and the whole batch is sent again.
-async fn create_then_list(
-    zk: &ZkClient,
-    data: &[u8],
-    acls: Acls<'_>,
-    nodes: &mut [&mut PipelinedNode],
-    parents: &[&str],
-) -> Result<Vec<Vec<String>>, NotGranted> {
-    let options = CreateMode::EphemeralSequential.with_acls(acls);
-    let mut reconnects = Reconnects::new(zk);
-    let mut made_parents = CreatedParents::default();
-    loop {
-        let paths: Vec<Option<String>> =
-            nodes.iter().map(|node| node.made.is_none().then(|| node.node.create_path(node.lock_name))).collect();
-        let mut creates = Vec::with_capacity(nodes.len());
-        for (node, path) in nodes.iter_mut().zip(&paths) {
-            if path.is_some() {
-                node.node.sent();
-            }
-            creates.push(path.as_deref().map(|path| zk.create(path, data, &options)));
-        }
-        let mut reader = zk.new_multi_reader();
-        for parent in parents {
-            reader.add_get_children(parent)?;
-        }
-        let listing = reader.commit();
-
-        let mut missing_parents: Vec<String> = Vec::new();
-        let mut again = false;
-        for (node, create) in nodes.iter_mut().zip(creates) {
-            let Some(create) = create else { continue };
-            let reply = create.await;
-            let settled = node.node.settle_create(zk, &mut reconnects, node.lock_name, reply).await;
-            match remove_refused_parents(zk, &mut made_parents, settled).await? {
-                Created::Made(name, token) => node.made = Some((name, token)),
-                Created::ParentMissing => {
-                    if !missing_parents.contains(&node.parent) {
-                        missing_parents.push(node.parent.clone());
-                    }
-                    again = true;
-                }
-                Created::NotMade => again = true,
-            }
-        }
-        let listed = listing.await;
-        for parent in &missing_parents {
-            let made = create_containers(zk, parent, acls).await;
-            let made = remove_refused_parents(zk, &mut made_parents, made.map_err(NotGranted::from)).await?;
-            made_parents.append(made);
-        }
-        if again {
-            continue;
-        }
-        match listed {
-            Ok(results) => {
-                return results
-                    .into_iter()
-                    .map(|result| match result {
-                        MultiReadResult::Children { children } => Ok(children),
-                        MultiReadResult::Error { err: ZkError::NoNode } => Ok(Vec::new()),
-                        MultiReadResult::Error { err } => Err(err.into()),
-                        _ => Ok(Vec::new()),
-                    })
-                    .collect();
-            }
-            // Every node is made: only the listing is sent again.
             Err(error) => reconnects.wait(error).await?,
         }
     }

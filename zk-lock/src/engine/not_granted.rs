@@ -30,7 +30,7 @@ impl From<ZkError> for NotGranted {
     fn from(error: ZkError) -> Self {
         match error {
             ZkError::SessionExpired | ZkError::ClientClosed => Self::SessionGone,
-            other => Self::Error(other.into()),
+            other => Self::Error(Error::from_zk(other)),
         }
     }
 }

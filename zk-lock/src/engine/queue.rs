@@ -1,24 +1,20 @@
-//! A lock attempt on one session: join the queue in one round trip, then wait with O(1) work
-//! per hand-off, keeping only the nearest node ahead.
+//! Waiting in a lock's queue until our node holds the lock, with O(1) work per hand-off: only
+//! the nearest node ahead is watched, and nothing else of the queue is kept. What a recipe asks
+//! for ([`LockSpec`]); where a node stands in a listing of the queue, and how many are in line
+//! ahead of it.
 
 use std::sync::Arc;
 
-use zookeeper_client::{
-    Acls, Client as ZkClient, CreateMode, Error as ZkError, EventType, MultiReadResult, OneshotWatcher, Stat,
-};
+use zookeeper_client::{Client as ZkClient, Error as ZkError, EventType, OneshotWatcher, Stat};
 
-use super::attempt::Attempt;
-use super::local_handoff::{self, LocalHandoff, LocalNode};
+use super::local_handoff::{self, LocalNode};
 use super::not_granted::NotGranted;
 use super::own_watch::OwnNodeWatch;
-use super::position::{QueueHolder, QueuePosition};
-use super::ungranted::{Created, UngrantedNode};
+use super::position::{Positions, QueuePosition};
 use crate::error::{Error, Result};
-use crate::layout::{new_protected_prefix, Queue, SequenceNode};
-use crate::path::parent_path;
-use crate::session::Session;
+use crate::layout::{Queue, SequenceNode};
 use crate::trace;
-use crate::zk::{create_containers, list_children, CreatedParents, Reconnects};
+use crate::zk::{list_children, Reconnects};
 
 /// What a recipe asks of the engine.
 pub(crate) struct LockSpec<'a> {
@@ -30,153 +26,6 @@ pub(crate) struct LockSpec<'a> {
     pub data: &'a [u8],
     /// Told the node's place in line each time the waiter learns of a change.
     pub positions: Option<&'a (dyn Fn(&QueuePosition) + Send + Sync)>,
-}
-
-/// A granted lock node.
-pub(crate) struct Grant {
-    pub session: Arc<Session>,
-    pub node_path: Arc<str>,
-    pub token: i64,
-    /// The session's loss count when the lock was granted.
-    pub losses_seen: u64,
-    /// How the waiters of this process behind our node learn of its deletion, if they can.
-    pub local: Option<Arc<LocalHandoff>>,
-    /// Our responsibility for the node until ZooKeeper confirms it is gone.
-    pub claim: Option<super::Claim>,
-}
-
-/// One try at a lock on one session: its node, from the `create` to the grant.
-pub(crate) struct LockAttempt<'a> {
-    session: Arc<Session>,
-    spec: &'a LockSpec<'a>,
-    acls: Acls<'a>,
-    may_wait: bool,
-    losses_seen: u64,
-    node: UngrantedNode,
-    /// The granted node's path and fencing token.
-    granted: Option<(Arc<str>, i64)>,
-}
-
-impl<'a> LockAttempt<'a> {
-    /// An attempt on `session` whose node gets `acls`; with `may_wait` false it fails with
-    /// `Busy` rather than queue behind anyone.
-    pub(crate) fn new(session: Arc<Session>, spec: &'a LockSpec<'a>, acls: Acls<'a>, may_wait: bool) -> Self {
-        let losses_seen = session.health().losses;
-        let node = UngrantedNode::in_queue(session.clone(), spec.path, new_protected_prefix());
-        Self { session, spec, acls, may_wait, losses_seen, node, granted: None }
-    }
-}
-
-impl Attempt for LockAttempt<'_> {
-    type Grant = Grant;
-
-    async fn run(&mut self) -> std::result::Result<(), NotGranted> {
-        let zk = &self.session.zk;
-        // Boxed: done once joined, it would otherwise stay in the future of every waiter.
-        let (name, token, children) = Box::pin(join_queue(zk, self.spec, self.acls, &mut self.node)).await?;
-        let waiting = Waiting { may_wait: self.may_wait, trace_entry: true, watch_own: true };
-        let own_path = self.node.node_path(&name);
-        let node_path =
-            wait_in_queue(zk, self.spec, &name, own_path, children, waiting).await?.ok_or(NotGranted::NodeVanished)?;
-        if self.spec.queue.exclusive() {
-            self.node.granted_exclusively();
-        }
-        self.granted = Some((node_path, token));
-        Ok(())
-    }
-
-    fn grant(mut self) -> Grant {
-        let (node_path, token) = self.granted.take().expect("granted after a successful run");
-        let (claim, local) = self.node.grant();
-        let Self { session, losses_seen, .. } = self;
-        Grant { session, node_path, token, losses_seen, local, claim }
-    }
-
-    fn let_go(mut self) {
-        self.node.let_go();
-    }
-
-    async fn remove(mut self) {
-        self.node.remove().await;
-    }
-}
-
-/// Creates our node and lists the queue in one round trip: both requests are sent before either
-/// reply is awaited, and the server answers the listing after the create, so it includes our node.
-/// The node (and any missing parent) gets the client's `acls`.
-///
-/// A lock path found missing (new, or its empty container removed by the server) is created in
-/// the next round trip, ahead of the node's create and listing: two round trips in all, and no
-/// request more than creating it alone would take. When its parent is missing too, the missing
-/// ancestors are created one by one before that.
-async fn join_queue(
-    zk: &ZkClient,
-    spec: &LockSpec<'_>,
-    acls: Acls<'_>,
-    node: &mut UngrantedNode,
-) -> std::result::Result<(String, i64, Vec<String>), NotGranted> {
-    let create_path = node.create_path(spec.queue.lock_name());
-    let options = CreateMode::EphemeralSequential.with_acls(acls);
-    let container = CreateMode::Container.with_acls(acls);
-    let mut reconnects = Reconnects::new(zk);
-    let mut made_parents = CreatedParents::default();
-    let mut path_missing = false;
-    loop {
-        // Each request is sent as it is made, so the server handles them in this order.
-        let make_path = path_missing.then(|| zk.create(spec.path, &[], &container));
-        node.sent();
-        let create = zk.create(&create_path, spec.data, &options);
-        let list = zk.list_children(spec.path);
-        let path_made = match make_path {
-            Some(make_path) => Some(make_path.await.map(drop)),
-            None => None,
-        };
-        if matches!(path_made, Some(Ok(()))) {
-            made_parents.push(spec.path);
-        }
-        let (created, listed) = tokio::join!(create, list);
-        let settled = node.settle_create(zk, &mut reconnects, spec.queue.lock_name(), created).await;
-        let (name, token) = match remove_refused_parents(zk, &mut made_parents, settled).await? {
-            Created::Made(name, token) => (name, token),
-            Created::ParentMissing if !path_missing => {
-                path_missing = true;
-                continue;
-            }
-            // The lock path could not be made. Its parent is missing too: made now (with any
-            // missing ancestor), and the path tried again as above. Otherwise (refused, or a
-            // top-level path whose chroot is missing) the walk from the path says why.
-            Created::ParentMissing => {
-                let from = match path_made {
-                    Some(Err(ZkError::NoNode)) => parent_path(spec.path).unwrap_or(spec.path),
-                    _ => spec.path,
-                };
-                let walked = create_containers(zk, from, acls).await;
-                let made = remove_refused_parents(zk, &mut made_parents, walked.map_err(NotGranted::from)).await?;
-                made_parents.append(made);
-                continue;
-            }
-            Created::NotMade => continue,
-        };
-        let children = match listed {
-            Ok(children) => children,
-            Err(_) => list_children(zk, spec.path).await?,
-        };
-        return Ok((name, token, children));
-    }
-}
-
-/// Passes `settled` on, the outcome of a create in parents that this attempt may have just made
-/// (`made`); if the create was refused for lack of permission, those parents are removed first:
-/// their ACL, the client's, does not let it use them, and nobody else could either.
-pub(super) async fn remove_refused_parents<T>(
-    zk: &ZkClient,
-    made: &mut CreatedParents,
-    settled: std::result::Result<T, NotGranted>,
-) -> std::result::Result<T, NotGranted> {
-    if settled.as_ref().is_err_and(NotGranted::is_no_auth) {
-        std::mem::take(made).remove(zk).await;
-    }
-    settled
 }
 
 /// Waits until the node `name` under `parent` is deleted: told by its owner when it is a node
@@ -268,9 +117,9 @@ pub(super) fn not_ephemeral(path: &str, child: &str, place: &str) -> Error {
 }
 
 /// For a recipe that joined the queue at `spec.path` itself, with more requests pipelined behind
-/// its create (the semaphore): waits, as a [`LockAttempt`] does, until the node `name` holds the lock.
-/// `children` must be a listing made after the node was created. `Ok(false)` if the node
-/// vanished; a dead session is `Err(Error::Zookeeper(SessionExpired))`.
+/// its create (the semaphore): waits, as a [`LockAttempt`](super::LockAttempt) does, until the
+/// node `name` holds the lock. `children` must be a listing made after the node was created.
+/// `Ok(false)` if the node vanished; a dead session is `Err(Error::Zookeeper(SessionExpired))`.
 pub(super) async fn wait_for_grant(
     zk: &ZkClient,
     spec: &LockSpec<'_>,
@@ -283,7 +132,7 @@ pub(super) async fn wait_for_grant(
         Ok(granted) => Ok(granted.is_some()),
         Err(NotGranted::Error(error)) => Err(error),
         Err(NotGranted::Busy | NotGranted::NodeVanished | NotGranted::SessionGone) => {
-            Err(ZkError::SessionExpired.into())
+            Err(Error::from_zk(ZkError::SessionExpired))
         }
     }
 }
@@ -306,16 +155,16 @@ async fn own_node_gone(zk: &ZkClient, own_watch: &mut OwnNodeWatch, path: &str) 
 }
 
 /// What a node waiting in the queue does besides waiting.
-struct Waiting {
+pub(super) struct Waiting {
     /// `false`: fail with `Busy` rather than wait behind anyone.
-    may_wait: bool,
+    pub(super) may_wait: bool,
     /// Report the node's place in the queue when it is first seen.
-    trace_entry: bool,
+    pub(super) trace_entry: bool,
     /// Watch our own node while waiting behind a node of this process (see [`own_watch`]);
     /// `false` for a node whose deletion by someone else does not matter before the grant.
     ///
     /// [`own_watch`]: super::own_watch
-    watch_own: bool,
+    pub(super) watch_own: bool,
 }
 
 /// What a listing of the queue says of our node.
@@ -397,7 +246,7 @@ fn in_line_ahead(queue: &Queue, nodes: &[SequenceNode], ours: usize) -> usize {
 /// process: everything ahead of it was gone then, and sequence nodes never come back, so the
 /// hand-off costs no request. Behind a node of this process we watch our own node instead, sent
 /// before the wait rather than on the hand-off's path.
-async fn wait_in_queue(
+pub(super) async fn wait_in_queue(
     zk: &ZkClient,
     spec: &LockSpec<'_>,
     name: &str,
@@ -408,7 +257,7 @@ async fn wait_in_queue(
     let mut own_watch: Option<OwnNodeWatch> = None;
     // Boxed, and only when someone listens: most waiters carry nothing for it.
     let mut positions =
-        spec.positions.filter(|_| waiting.may_wait).map(|report| Box::new(Positions::new(spec, report)));
+        spec.positions.filter(|_| waiting.may_wait).map(|report| Box::new(Positions::new(spec.path, report)));
     loop {
         let trace_entry = std::mem::take(&mut waiting.trace_entry);
         let (nearest, recheck) = match place(spec, name, children, trace_entry, positions.as_deref_mut()) {
@@ -461,104 +310,6 @@ async fn wait_in_queue(
             Some(positions) => Box::pin(positions.list_with_holder(zk)).await?,
             None => list_children(zk, spec.path).await?,
         };
-    }
-}
-
-/// What a waiter knows of its place, and whom it tells. It keeps nothing of the queue but the
-/// name of the node heading it, and the holder's data only until it is told.
-struct Positions<'a> {
-    path: &'a str,
-    report: &'a (dyn Fn(&QueuePosition) + Send + Sync),
-    /// The node heading the queue in the last listing, and whether it is the node we watch.
-    head: String,
-    head_is_nearest: bool,
-    /// The place last told behind the current head (`None` once the head changes).
-    told: Option<usize>,
-    /// A place not told yet: the read of the holder's node comes next.
-    pending: Option<usize>,
-    /// The holder's node, read for the next report.
-    holder: Option<QueueHolder>,
-}
-
-impl<'a> Positions<'a> {
-    fn new(spec: &LockSpec<'a>, report: &'a (dyn Fn(&QueuePosition) + Send + Sync)) -> Self {
-        Self {
-            path: spec.path,
-            report,
-            head: String::new(),
-            head_is_nearest: false,
-            told: None,
-            pending: None,
-            holder: None,
-        }
-    }
-
-    /// The last listing shows `head` heading the queue (`is_nearest`: it is the node we watch).
-    fn headed_by(&mut self, head: &str, is_nearest: bool) {
-        if self.head != head {
-            self.head = head.to_owned();
-            self.told = None;
-        }
-        self.head_is_nearest = is_nearest;
-        if self.holder.as_ref().is_some_and(|holder| holder.node_name != head) {
-            self.holder = None;
-        }
-    }
-
-    /// The listing puts us at `place`.
-    fn at(&mut self, place: usize) {
-        if self.told == Some(place) {
-            self.holder = None;
-            return;
-        }
-        match self.head_is_nearest && self.holder.is_none() {
-            // The read that watches the holder's node comes next, and tells who holds it.
-            true => self.pending = Some(place),
-            false => self.tell(place),
-        }
-    }
-
-    /// The node we watch was read: the holder's, when it heads the queue.
-    fn nearest_read(&mut self, nearest: &str, data: Vec<u8>, stat: &Stat) {
-        if self.head_is_nearest && self.head == nearest {
-            if let Some(place) = self.pending.take() {
-                self.holder = Some(QueueHolder::read(nearest, data, stat));
-                self.tell(place);
-            }
-        }
-    }
-
-    fn tell(&mut self, place: usize) {
-        let holder = self.holder.take().filter(|holder| holder.node_name == self.head);
-        (self.report)(&QueuePosition { path: self.path.to_owned(), place, ahead: place - 1, holder });
-        self.told = Some(place);
-    }
-
-    /// Lists the queue again; while the head is not the node we watched, in one multi-read with
-    /// the head's data (no more requests than the listing alone).
-    async fn list_with_holder(&mut self, zk: &ZkClient) -> std::result::Result<Vec<String>, NotGranted> {
-        if self.head_is_nearest {
-            // The holder went: the listing shows the next one.
-            return Ok(list_children(zk, self.path).await?);
-        }
-        let mut reader = zk.new_multi_reader();
-        let head_path = format!("{}/{}", self.path, self.head);
-        let read = reader.add_get_children(self.path).and_then(|()| reader.add_get_data(&head_path));
-        let results = match read {
-            Ok(()) => reader.commit().await,
-            Err(error) => Err(error),
-        };
-        let mut results = results.map(Vec::into_iter);
-        match results.as_mut().map(|results| (results.next(), results.next())) {
-            Ok((Some(MultiReadResult::Children { children }), holder)) => {
-                if let Some(MultiReadResult::Data { data, stat }) = holder {
-                    self.holder = Some(QueueHolder::read(&self.head, data, &stat));
-                }
-                Ok(children)
-            }
-            // A broken connection, or an answer of another shape: the plain listing decides.
-            _ => Ok(list_children(zk, self.path).await?),
-        }
     }
 }
 

@@ -103,7 +103,7 @@ macro_rules! lock_guard {
             /// [`Error::Zookeeper`](crate::Error::Zookeeper) if the client refuses the node path
             /// (it does not for a node it created).
             pub fn fenced_writer(&self) -> $crate::Result<$crate::zookeeper::CheckWriter<'_>> {
-                Ok(self.hold.session().zk.new_check_writer(self.hold.node_path(), None)?)
+                self.hold.session().zk.new_check_writer(self.hold.node_path(), None).map_err($crate::Error::from_zk)
             }
 
             /// The full path of the lock node, `<path>/_c_<uuid>-<name><sequence>`.

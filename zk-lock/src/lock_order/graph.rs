@@ -14,7 +14,7 @@ const MAX_CYCLES: usize = 100;
 ///
 /// A class is the path template of an annotated function, its placeholders without their names
 /// (`/product_<_>`), or the path of a lock taken through the API (`Mutex::new("/locks/orders")`);
-/// see [`lock_order()`](crate::lock_order).
+/// see [`lock_order()`](super::lock_order()).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LockOrderEdge {
@@ -78,7 +78,7 @@ impl fmt::Display for By<'_> {
 }
 
 /// The lock-order graph recorded in this process: which lock classes tasks took while holding
-/// which (see [`lock_order()`](crate::lock_order)).
+/// which (see [`lock_order()`](super::lock_order())).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LockOrder {
     /// Sorted by held class, then taken class.
@@ -160,7 +160,7 @@ impl fmt::Display for LockOrderCycle {
     }
 }
 
-/// Every cycle [`check_lock_order`](crate::check_lock_order) found (at most 100).
+/// Every cycle [`check_lock_order`](super::check_lock_order) found (at most 100).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockOrderCycles {
     cycles: Vec<LockOrderCycle>,

@@ -5,8 +5,8 @@
 //! template with the placeholders' names left out (`/account_<from>` and `/account_<to>` are
 //! `/account_<_>`), for one taken through the API its path. Two tasks, in one process
 //! or in two, that take the same classes in opposite orders can deadlock, even when no test ever
-//! runs them at once; a cycle in the graph shows that. A foundation: it uses `declared` (the
-//! site of an annotated lock) and `trace` only.
+//! runs them at once; a cycle in the graph shows that ([`check_lock_order`], as at the end of a
+//! test).
 //!
 //! - Recorded when the acquisition starts (a deadlock never gets to the grant), from every lock
 //!   it is nested in: the holders' scopes around it, the one re-entry knows. Sibling futures of
@@ -25,10 +25,11 @@
 //!   the order taken (code taking those classes one by one the other way round can deadlock).
 //! - Read locks count as exclusive: the queue is fair, so a reader waits behind a queued writer.
 //!
-//! On by default in debug builds of zk-lock; `switch` says how to turn it on or off. Off, an
-//! acquisition pays two atomic loads (at its start and its grant); on, a short critical section at its start, grant and
-//! release.
+//! On by default in debug builds of zk-lock; [`LOCK_ORDER_ENV`] and [`set_lock_order_checking`]
+//! turn it on or off. Off, an acquisition pays two atomic loads (at its start and its grant); on,
+//! a short critical section at its start, grant and release.
 
+// A foundation: it uses `declared` (the site of an annotated lock) and `trace` only.
 mod graph;
 mod record;
 mod switch;

@@ -20,7 +20,7 @@ static CHECKING: AtomicU8 = AtomicU8::new(UNDECIDED);
 
 /// Turns lock-order checking on or off for the whole process, whatever the build and
 /// [`LOCK_ORDER_ENV`] say. Turned on, it records from then on: locks held before are not known
-/// as held. Turned off, it records nothing more; [`lock_order()`](crate::lock_order) keeps
+/// as held. Turned off, it records nothing more; [`lock_order()`](super::lock_order()) keeps
 /// what was recorded.
 pub fn set_lock_order_checking(on: bool) {
     CHECKING.store(if on { ON } else { OFF }, Ordering::Relaxed);

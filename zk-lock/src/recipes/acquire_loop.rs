@@ -162,7 +162,7 @@ impl Outage {
 async fn renewal(client: &Client, old: &Session, path: &str) -> Result<()> {
     client.refuse_if_closed(path)?;
     if !client.is_renewable() {
-        return Err(zookeeper_client::Error::SessionExpired.into());
+        return Err(Error::from_zk(zookeeper_client::Error::SessionExpired));
     }
     if old.is_usable() {
         // An error said the session ended: let its state catch up, so the client renews it.

@@ -88,7 +88,7 @@ pub(super) async fn create_and_watch(
             }
             // A create applied before the reply was lost shows as NodeExists next time.
             Err(error) => {
-                reconnects.wait(error).await?;
+                reconnects.wait(error).await.map_err(Error::from_zk)?;
                 continue;
             }
         }
@@ -96,7 +96,7 @@ pub(super) async fn create_and_watch(
             Ok((data, stat, watcher)) => return Ok((decode(path, &data, &stat)?, watcher)),
             // Deleted between our create and our read: create it again.
             Err(ZkError::NoNode) => continue,
-            Err(error) => reconnects.wait(error).await?,
+            Err(error) => reconnects.wait(error).await.map_err(Error::from_zk)?,
         }
     }
 }

@@ -14,7 +14,7 @@ use zookeeper_client::{Client as ZkClient, Stat};
 use super::bounded_read::{list_children, read_nodes, NodeRead, MAX_NODE_DATA};
 
 use crate::client::Client;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::holder::HolderDescription;
 use crate::layout::{classify, ParticipantKind, PLACES};
 use crate::path::validate_lock_path;
@@ -226,7 +226,7 @@ pub(crate) async fn read_participants(zk: &ZkClient, path: &str) -> Result<Vec<P
         None => path.to_owned(),
     });
     let parents: Vec<String> = parents.collect();
-    let listings = list_children(zk, &parents).await?;
+    let listings = list_children(zk, &parents).await.map_err(Error::from_zk)?;
     let mut listed = Vec::new();
     for (place, (parent, listing)) in parents.iter().zip(listings).enumerate() {
         for node_name in listing {
@@ -238,7 +238,7 @@ pub(crate) async fn read_participants(zk: &ZkClient, path: &str) -> Result<Vec<P
     }
 
     let node_paths: Vec<String> = listed.iter().map(|node| node.node_path.clone()).collect();
-    let reads = read_nodes(zk, &node_paths).await?;
+    let reads = read_nodes(zk, &node_paths).await.map_err(Error::from_zk)?;
     let now = SystemTime::now();
     let mut present = Vec::with_capacity(listed.len());
     for (node, read) in listed.into_iter().zip(reads) {

@@ -12,9 +12,7 @@ pub use super::count_node::VersionedCount;
 use super::count_node::{create_and_watch, decode, follow, publish};
 use crate::background;
 use crate::client::Client;
-#[cfg(doc)]
-use crate::error::Error;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::path::validate_lock_path;
 use crate::registry;
 use crate::zk::Reconnects;
@@ -249,7 +247,7 @@ impl SharedCount {
                     publish(&self.inner.value, count);
                     return Ok(self.versioned());
                 }
-                Err(error) => reconnects.wait(error).await?,
+                Err(error) => reconnects.wait(error).await.map_err(Error::from_zk)?,
             }
         }
     }
@@ -279,7 +277,7 @@ impl SharedCount {
                     publish(&self.inner.value, VersionedCount { value, version: stat.version, zxid: stat.mzxid });
                     return Ok(());
                 }
-                Err(error) => reconnects.wait(error).await?,
+                Err(error) => reconnects.wait(error).await.map_err(Error::from_zk)?,
             }
         }
     }
@@ -321,7 +319,7 @@ impl SharedCount {
                 }
                 Err(error) => {
                     // The reply was lost: find out whether our write was applied.
-                    reconnects.wait(error).await?;
+                    reconnects.wait(error).await.map_err(Error::from_zk)?;
                     let now = self.read().await?;
                     if now.version == expected_version {
                         continue;

@@ -6,7 +6,7 @@ use std::fmt;
 
 use zookeeper_client::Error as ZkError;
 
-use crate::{Client, Result};
+use crate::{Client, Error, Result};
 
 /// A node on the server that the library does not account for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,7 +62,7 @@ pub async fn audit(client: &Client, root: &str) -> Result<Audit> {
         let ephemerals = match session.zk.list_ephemerals(root).await {
             Ok(paths) => paths,
             Err(ZkError::SessionExpired | ZkError::ClientClosed) => continue,
-            Err(error) => return Err(error.into()),
+            Err(error) => return Err(Error::from_zk(error)),
         };
         // Read after the listing: a node made since is in the ledger by now.
         let owned = session.ledger().nodes();
@@ -77,7 +77,7 @@ pub async fn audit(client: &Client, root: &str) -> Result<Audit> {
                 Ok((data, _)) => data,
                 // Deleted since it was listed: it was going anyway.
                 Err(ZkError::NoNode) => continue,
-                Err(error) => return Err(error.into()),
+                Err(error) => return Err(Error::from_zk(error)),
             };
             audit.orphans.push(Orphan { path, session: id, data });
         }

@@ -81,7 +81,7 @@ pub(crate) async fn create_containers(zk: &ZkClient, path: &str, acls: Acls<'_>)
                     made.remove(zk).await;
                 }
                 // Named by the recipe, after the path it was given (`Error::at_path`).
-                return Err(error.into());
+                return Err(Error::from_zk(error));
             }
         }
         if end == path.len() {
