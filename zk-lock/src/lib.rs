@@ -171,7 +171,7 @@
 //! | holds | a granted node shared by re-entrant guards, its loss watch, the holders' scopes, the guard types |
 //! | engine | one attempt at a lock or at leases on one session: join, wait, clean up |
 //! | ZooKeeper operations | retries over broken connections, container parents, protected lookup, listing |
-//! | session | one ZooKeeper session: its health, the ledger of its nodes, its retirement |
+//! | session | one ZooKeeper session: its health, the table of its nodes (owned and held), its retirement |
 //! | foundations | Curator's layout ([`Recipe`], [`ParticipantKind`], who blocks whom), errors, [`path`]s, tracing; the link-time [`declared`] templates and the [`lock_order`] graph |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -193,7 +193,7 @@ pub mod metrics;
 pub mod path;
 mod state_cell;
 mod trace;
-// One ZooKeeper session: its health, its ledger of nodes, its retirement.
+// One ZooKeeper session: its health, its table of nodes, its retirement.
 mod session;
 // ZooKeeper operations across broken connections.
 mod zk;

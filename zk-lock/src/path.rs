@@ -137,6 +137,11 @@ impl ChildPath {
         Self { path: format!("{parent}/{child}").into(), child_at: parent.len() + 1 }
     }
 
+    /// The node at `path` (`parent/child`), sharing its string.
+    pub(crate) fn of(path: &Arc<str>) -> Self {
+        Self { path: path.clone(), child_at: path.rfind('/').map_or(0, |slash| slash + 1) }
+    }
+
     pub(crate) fn as_arc(&self) -> &Arc<str> {
         &self.path
     }

@@ -179,7 +179,7 @@ impl Client {
         }
         {
             let mut sessions = self.inner.sessions.lock().unwrap_or_else(|e| e.into_inner());
-            sessions.retain(|session| !session.ledger().has_ended());
+            sessions.retain(|session| !session.nodes().has_ended());
             sessions.push(fresh.clone());
         }
         // Closed while it was being opened: `close` may have missed it, so it ends here, in the
@@ -229,7 +229,7 @@ impl Client {
     pub(crate) fn open_sessions(&self) -> Vec<Arc<Session>> {
         let mut sessions = self.inner.sessions.lock().unwrap_or_else(|e| e.into_inner());
         let current = self.current_session();
-        sessions.retain(|session| Arc::ptr_eq(session, &current) || !session.ledger().has_ended());
+        sessions.retain(|session| Arc::ptr_eq(session, &current) || !session.nodes().has_ended());
         sessions.clone()
     }
 

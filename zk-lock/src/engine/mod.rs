@@ -1,7 +1,7 @@
 //! The engine: one attempt at a lock, or at semaphore leases, on one session. It creates our
 //! node in the queue, lists the queue, waits for the nodes the layout says must go first, and
 //! cleans up on every way out; each node is claimed in
-//! its session's ledger before its `create` is sent.
+//! its session's node table before its `create` is sent.
 //!
 //! May use: `session`, `zk`, `layout` and the foundations (`error`, `trace`, `background`).
 //! It knows nothing of clients, holds or recipes: retrying on a new session is the recipes'

@@ -27,7 +27,7 @@ pub(super) enum Created {
 pub(super) struct UngrantedNode {
     session: Arc<Session>,
     /// `parent/_c_<uuid>-`: the prefix finds the node when the reply to `create` never arrived.
-    /// One string, shared with the node's ledger entry and its registration in [`local_handoff`].
+    /// One string, shared with the node's entry in its session's node table and its registration in [`local_handoff`].
     key: ChildPath,
     /// A `create` was sent, and ZooKeeper has not confirmed that the node is gone. The claim
     /// knows the node's name once the reply to the `create` arrived.
@@ -53,11 +53,11 @@ impl UngrantedNode {
         node
     }
 
-    /// The path of our node, named `name`: the ledger's copy once it has the name, one string
-    /// for the ledger, the waiter and the hold.
+    /// The path of our node, named `name`: the node table's copy once it has the name, one string
+    /// for the table, the waiter and the hold.
     pub(super) fn node_path(&self, name: &str) -> Arc<str> {
-        let ledger_copy = self.claim.as_ref().and_then(Claim::node_path);
-        ledger_copy.unwrap_or_else(|| self.key.sibling(name).as_arc().clone())
+        let table_copy = self.claim.as_ref().and_then(Claim::node_path);
+        table_copy.unwrap_or_else(|| self.key.sibling(name).as_arc().clone())
     }
 
     /// The node's `_c_<uuid>-` prefix.

@@ -31,6 +31,8 @@ pub(crate) struct HeldNode {
     status: Arc<HeldStatus<HoldEvents>>,
     /// Our responsibility for the node until ZooKeeper confirms it is gone.
     claim: Option<Claim>,
+    /// Its entry in its session's node table.
+    entry: u64,
     /// Its place among the locks its task holds, for lock-order checking, until released.
     order: Option<lock_order::Held>,
 }
@@ -49,7 +51,8 @@ impl HeldNode {
         trace::granted(&granted.node_path, granted.token);
         let trace = trace::HoldTrace::new(recipe, template, path, &granted.node_path);
         let events = HoldEvents::new(trace, granted.local);
-        let status = granted.session.hold(granted.node_path, granted.losses_seen, events);
+        let claimed = granted.claim.as_ref().map(Claim::id);
+        let (status, entry) = granted.session.hold(claimed, granted.node_path, granted.losses_seen, events);
         Arc::new(Self {
             client,
             recipe,
@@ -57,6 +60,7 @@ impl HeldNode {
             session: granted.session,
             status,
             claim: granted.claim,
+            entry,
             order,
         })
     }
@@ -221,7 +225,7 @@ impl HeldNode {
         if !self.status.release() {
             return None;
         }
-        self.session.let_go(&*self.status);
+        self.session.let_go(self.entry);
         self.order = None;
         grant_log::releasing(self.node_path());
         let delete = delete_with_retry(&self.session.zk, self.node_path().clone());

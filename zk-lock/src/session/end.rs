@@ -4,7 +4,7 @@
 
 use std::sync::Mutex;
 
-use super::ledger::{self, Ledger};
+use super::node_table::{self, NodeTable};
 use crate::state_cell::StateCell;
 
 /// `Client::close` asked for the session to be ended on the server at once.
@@ -64,8 +64,8 @@ impl SessionEnd {
     }
 
     /// Records that ZooKeeper confirmed the session's end: its nodes are gone.
-    pub(super) fn confirm(&self, ledger: &Mutex<Ledger>) {
-        ledger::lock(ledger).end();
+    pub(super) fn confirm(&self, nodes: &Mutex<NodeTable>) {
+        node_table::lock(nodes).end();
         self.state.update(|state| (state & ENDED == 0).then_some(state | ENDED), |_| {});
     }
 

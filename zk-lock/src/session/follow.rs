@@ -10,7 +10,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -18,8 +18,8 @@ use futures::FutureExt;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 use zookeeper_client::{Client as ZkClient, Error as ZkError, EventType, OneshotWatcher, Stat, WatchedEvent};
 
-use super::held_nodes::HeldNodes;
 use super::held_status::HeldStatus;
+use super::node_table::{self, NodeTable};
 use crate::error::LostReason;
 use crate::layout::REVOKE_MESSAGE;
 
@@ -31,17 +31,17 @@ type WatchReply = Result<(Vec<u8>, Stat, OneshotWatcher), ZkError>;
 /// The watches on one session's held nodes.
 pub(super) struct Follower {
     zk: ZkClient,
-    held: Arc<HeldNodes>,
+    nodes: Arc<Mutex<NodeTable>>,
     period: Duration,
     tick: Interval,
     setting: FuturesUnordered<Setting>,
 }
 
 impl Follower {
-    pub(super) fn new(zk: ZkClient, held: Arc<HeldNodes>, period: Duration) -> Self {
+    pub(super) fn new(zk: ZkClient, nodes: Arc<Mutex<NodeTable>>, period: Duration) -> Self {
         let mut tick = tokio::time::interval_at(Instant::now() + period, period);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        Self { zk, held, period, tick, setting: FuturesUnordered::new() }
+        Self { zk, nodes, period, tick, setting: FuturesUnordered::new() }
     }
 
     /// Sets the watches that are due and follows them; never returns. Runs on the runtime of
@@ -54,7 +54,8 @@ impl Follower {
         loop {
             tokio::select! {
                 _ = self.tick.tick() => {
-                    for status in self.held.due_for_a_watch(Instant::now() - self.period) {
+                    let due = node_table::lock(&self.nodes).due_for_a_watch(Instant::now() - self.period);
+                    for status in due {
                         self.set_watch(status);
                     }
                 }
@@ -93,7 +94,7 @@ impl Follower {
             }
             // The connection broke: tried again a period later.
             Err(_) => {
-                self.held.watch_again(status.clone());
+                node_table::lock(&self.nodes).watch_again(status.clone());
                 None
             }
         }

@@ -26,8 +26,7 @@ use tokio::time::Instant;
 use zookeeper_client::{Client as ZkClient, SessionState};
 
 use super::end::SessionEnd;
-use super::held_nodes::HeldNodes;
-use super::ledger::Ledger;
+use super::node_table::{self, NodeTable};
 use super::renewal::{ping_bound, Renewals};
 use super::retire::{Reopen, Retirement};
 use super::Health;
@@ -55,8 +54,7 @@ pub(super) async fn monitor(
     zk: ZkClient,
     proven: Instant,
     health: watch::Sender<Health>,
-    ledger: Arc<Mutex<Ledger>>,
-    held: Arc<HeldNodes>,
+    nodes: Arc<Mutex<NodeTable>>,
     end: Arc<SessionEnd>,
     reopen: Option<Reopen>,
 ) {
@@ -76,16 +74,16 @@ pub(super) async fn monitor(
             if state == SessionState::AuthFailed {
                 crate::trace::authentication_refused(&zk.session_id());
             }
-            lose(&health, &held, reason, true);
+            lose(&health, &nodes, reason, true);
             match reopen {
                 // Closed by us (all handles dropped): the server ended it.
-                _ if state == SessionState::Closed => end.confirm(&ledger),
+                _ if state == SessionState::Closed => end.confirm(&nodes),
                 // Expired by the server, or given up by zookeeper-client after 1.4 T without a
                 // connection, or its credentials refused on a reconnect: the server may still
                 // hold it, so close it there (at once: it already is expired, or unreachable).
-                Some(reopen) => end_on_server(&zk, &ledger, &end, reopen, Instant::now()),
+                Some(reopen) => end_on_server(&zk, &nodes, &end, reopen, Instant::now()),
                 // A session we cannot reach again: take the client's word.
-                None => end.confirm(&ledger),
+                None => end.confirm(&nodes),
             }
             return;
         }
@@ -98,7 +96,7 @@ pub(super) async fn monitor(
             biased;
             () = end.close_asked() => {
                 // Told before the server deletes the nodes: the holders learn it first.
-                lose(&health, &held, LostReason::SessionClosed, true);
+                lose(&health, &nodes, LostReason::SessionClosed, true);
                 if let Some(reopen) = reopen {
                     // With its runtime gone, nothing can be sent on the session any more.
                     if !end.is_io_gone() {
@@ -109,7 +107,7 @@ pub(super) async fn monitor(
                         let refused = async { while !state.is_terminated() { state = states.changed().await } };
                         let _ = tokio::time::timeout(heartbeat_period(timeout), refused).await;
                     }
-                    end_on_server(&zk, &ledger, &end, reopen, Instant::now());
+                    end_on_server(&zk, &nodes, &end, reopen, Instant::now());
                 }
                 // Else a session the user opened: it ends when the user drops it.
                 return;
@@ -126,13 +124,13 @@ pub(super) async fn monitor(
             // One request at a time: each one is sent after the one before was answered.
             (sent, answered) = heartbeat.answered() => renewals.record(sent, answered),
             () = sleep_until(deadline) => {
-                lose(&health, &held, LostReason::ConnectionLost, reopen.is_some());
+                lose(&health, &nodes, LostReason::ConnectionLost, reopen.is_some());
                 if let Some(reopen) = reopen {
                     // Closed no earlier than the server could expire it: closing it sooner would
                     // hand its locks to the next holder sooner than a plain expiry would.
                     let earliest_expiry = renewals.proven().map_or_else(Instant::now, |proven| proven + timeout);
                     stop_reconnecting(&zk);
-                    end_on_server(&zk, &ledger, &end, reopen, earliest_expiry);
+                    end_on_server(&zk, &nodes, &end, reopen, earliest_expiry);
                     return;
                 }
                 // Declared once per silence: a session we cannot retire is lost again only after
@@ -170,12 +168,12 @@ fn stop_reconnecting(zk: &ZkClient) {
 /// `not_before` unless a close is asked for.
 fn end_on_server(
     zk: &ZkClient,
-    ledger: &Arc<Mutex<Ledger>>,
+    nodes: &Arc<Mutex<NodeTable>>,
     end: &Arc<SessionEnd>,
     reopen: Reopen,
     not_before: Instant,
 ) {
-    Retirement::of(zk, reopen, ledger.clone(), end.clone()).start(not_before);
+    Retirement::of(zk, reopen, nodes.clone(), end.clone()).start(not_before);
 }
 
 fn terminal_reason(state: SessionState) -> Option<LostReason> {
@@ -187,13 +185,17 @@ fn terminal_reason(state: SessionState) -> Option<LostReason> {
 }
 
 /// Declares the session's locks lost: to its guards (`health`) and to every node held on it.
-fn lose(health: &watch::Sender<Health>, held: &HeldNodes, reason: LostReason, terminated: bool) {
+fn lose(health: &watch::Sender<Health>, nodes: &Mutex<NodeTable>, reason: LostReason, terminated: bool) {
     // A retired session has lost everything already; its end is no second loss.
     if health.borrow().terminated {
         return;
     }
     // The held nodes first: whoever wakes on the session's loss finds them lost.
-    let losses = held.lose_all(reason);
+    let (losses, held) = node_table::lock(nodes).lose_all(reason);
+    // Told outside the table's lock: a loss's events run code of the hold's.
+    for status in held {
+        status.lose(reason);
+    }
     health.send_modify(|health| {
         health.losses = losses;
         health.reason = Some(reason);

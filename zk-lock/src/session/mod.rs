@@ -1,19 +1,18 @@
-//! One ZooKeeper session: when its locks are lost ([`liveness`]), the nodes held on it
-//! ([`held_nodes`], each one's state in [`held_status`], followed by watches: [`follow`]), the
-//! nodes the library must still see deleted on it
-//! ([`ledger`]), its retirement once a loss has been declared ([`retire`]), and its end, asked
-//! for by `Client::close` and confirmed by the server ([`end`]).
+//! One ZooKeeper session: when its locks are lost ([`liveness`]), every node the library is
+//! responsible for on it, in one table that also knows which are held ([`node_table`]; each held
+//! node's state in [`held_status`], followed by watches: [`follow`]), its retirement once a loss
+//! has been declared ([`retire`]), and its end, asked for by `Client::close` and confirmed by the
+//! server ([`end`]).
 //!
 //! The bottom layer above the foundations: it uses zookeeper-client, the background runtime and
 //! `error`.
 
 mod end;
 mod follow;
-mod held_nodes;
 mod held_status;
 mod io_runtime;
-mod ledger;
 mod liveness;
+mod node_table;
 mod renewal;
 mod retire;
 
@@ -24,9 +23,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use self::end::SessionEnd;
-use self::held_nodes::HeldNodes;
 pub(crate) use self::held_status::{HeldNodeEvents, HeldStatus};
-use self::ledger::Ledger;
+use self::node_table::NodeTable;
 use self::retire::Retirement;
 pub(crate) use self::retire::{Reopen, ReopenFuture};
 use crate::background;
@@ -49,8 +47,8 @@ pub(crate) struct Health {
 pub(crate) struct Session {
     pub zk: zookeeper_client::Client,
     health: watch::Receiver<Health>,
-    ledger: Arc<Mutex<Ledger>>,
-    held: Arc<HeldNodes>,
+    /// Every node the library is responsible for on the session, held or not.
+    nodes: Arc<Mutex<NodeTable>>,
     end: Arc<SessionEnd>,
     /// How the library reaches it again to end it on the server; `None` for a session the user
     /// opened.
@@ -73,8 +71,7 @@ impl Session {
         requested: tokio::time::Instant,
     ) -> Arc<Self> {
         let (sender, health) = watch::channel(Health::default());
-        let ledger = Arc::new(Mutex::new(Ledger::default()));
-        let held = Arc::new(HeldNodes::default());
+        let nodes = Arc::new(Mutex::new(NodeTable::default()));
         let end = Arc::new(SessionEnd::new());
         // The monitor runs on zk-lock's own runtime: it declares a loss even when the runtime
         // of the session's I/O is stuck.
@@ -82,20 +79,19 @@ impl Session {
             zk.clone(),
             requested,
             sender,
-            ledger.clone(),
-            held.clone(),
+            nodes.clone(),
             end.clone(),
             reopen.clone(),
         ));
         let period = liveness::heartbeat_period(zk.session_timeout());
         // With the session's I/O: see `follow`.
-        let follower = background::spawn_here(follow::Follower::new(zk.clone(), held.clone(), period).run());
+        let follower = background::spawn_here(follow::Follower::new(zk.clone(), nodes.clone(), period).run());
         Arc::new_cyclic(|session| {
             if let Some(reopen) = &reopen {
-                let retirement = Retirement::of(&zk, reopen.clone(), ledger.clone(), end.clone());
+                let retirement = Retirement::of(&zk, reopen.clone(), nodes.clone(), end.clone());
                 io_runtime::watch_for_shutdown(session.clone(), retirement);
             }
-            Self { zk, health, ledger, held, end, reopen, monitor, follower }
+            Self { zk, health, nodes, end, reopen, monitor, follower }
         })
     }
 
@@ -156,27 +152,34 @@ impl Session {
         }
     }
 
-    /// Follows `node_path`, granted after `losses_seen` losses, until [`let_go`](Self::let_go):
-    /// `events` hears of its loss or revocation.
+    /// Follows `node_path`, the node of the table's entry `entry` (`None`: a node without one,
+    /// which gets its own), granted after `losses_seen` losses, until [`let_go`](Self::let_go):
+    /// `events` hears of its loss or revocation. Returns its status and its entry's id.
     pub(crate) fn hold<E: HeldNodeEvents + 'static>(
         &self,
+        entry: Option<u64>,
         node_path: Arc<str>,
         losses_seen: u64,
         events: E,
-    ) -> Arc<HeldStatus<E>> {
+    ) -> (Arc<HeldStatus<E>>, u64) {
         let status = Arc::new(HeldStatus::new(node_path, losses_seen, events));
-        self.held.insert(status.clone());
-        status
+        let (entry, lost_since) = self.nodes().hold(entry, status.clone());
+        // Told outside the table's lock: a loss's events run code of the hold's.
+        if let Some(reason) = lost_since {
+            status.lose(reason);
+        }
+        (status, entry)
     }
 
-    /// Stops following a held node: it is released.
-    pub(crate) fn let_go(&self, status: &HeldStatus) {
-        self.held.remove(status);
+    /// Stops following the held node of the table's entry `entry`: it is released, or lost and
+    /// let go.
+    pub(crate) fn let_go(&self, entry: u64) {
+        self.nodes().let_go(entry);
     }
 
-    /// The nodes the library is responsible for on this session.
-    pub(crate) fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
-        ledger::lock(&self.ledger)
+    /// Every node the library is responsible for on this session.
+    pub(crate) fn nodes(&self) -> std::sync::MutexGuard<'_, NodeTable> {
+        node_table::lock(&self.nodes)
     }
 }
 
@@ -185,7 +188,7 @@ impl std::fmt::Debug for Session {
         f.debug_struct("Session")
             .field("session_id", &self.zk.session_id())
             .field("health", &self.health())
-            .field("held", &self.held)
+            .field("nodes", &node_table::Summary(&self.nodes))
             .field("closable", &self.reopen.is_some())
             .finish_non_exhaustive()
     }
@@ -201,7 +204,7 @@ impl Drop for Session {
         // unless its runtime is gone, or going: then the close asked for is ours to finish.
         if let Some(reopen) = self.reopen.clone() {
             if self.end.is_close_asked() && !self.end.is_confirmed() {
-                Retirement::of(&self.zk, reopen, self.ledger.clone(), self.end.clone())
+                Retirement::of(&self.zk, reopen, self.nodes.clone(), self.end.clone())
                     .start(tokio::time::Instant::now());
             }
         }

@@ -2,7 +2,7 @@
 //! partition shorter than its timeout, a new leader that gave every session a fresh timeout),
 //! with nodes in queues that nobody will ever delete. It is closed through a connection of its
 //! own once the server could have expired it anyway and is reachable, which deletes all its
-//! ephemeral nodes at once, as Curator does when it injects an expiry. Its ledger is emptied
+//! ephemeral nodes at once, as Curator does when it injects an expiry. Its node table is emptied
 //! only once the server confirmed that the session ended.
 
 use std::future::Future;
@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use zookeeper_client::{Client as ZkClient, Error as ZkError, SessionInfo, SessionState};
 
 use super::end::SessionEnd;
-use super::ledger::Ledger;
+use super::node_table::NodeTable;
 use crate::background;
 
 /// Connects again to an existing session (same connect string, credentials and TLS as the
@@ -29,14 +29,14 @@ pub(super) struct Retirement {
     session: SessionInfo,
     timeout: Duration,
     reopen: Reopen,
-    ledger: Arc<Mutex<Ledger>>,
+    nodes: Arc<Mutex<NodeTable>>,
     end: Arc<SessionEnd>,
 }
 
 impl Retirement {
     /// The retirement of `zk`'s session.
-    pub(super) fn of(zk: &ZkClient, reopen: Reopen, ledger: Arc<Mutex<Ledger>>, end: Arc<SessionEnd>) -> Self {
-        Self { session: zk.session().clone(), timeout: zk.session_timeout(), reopen, ledger, end }
+    pub(super) fn of(zk: &ZkClient, reopen: Reopen, nodes: Arc<Mutex<NodeTable>>, end: Arc<SessionEnd>) -> Self {
+        Self { session: zk.session().clone(), timeout: zk.session_timeout(), reopen, nodes, end }
     }
 
     /// The session's end, which the retirement confirms.
@@ -47,8 +47,8 @@ impl Retirement {
     /// Starts the retirement on zk-lock's own runtime, unless one was started before.
     pub(super) fn start(self, not_before: Instant) {
         if self.end.take_retirement() {
-            let Self { session, timeout, reopen, ledger, end } = self;
-            background::spawn(retire(session, timeout, reopen, ledger, end, not_before));
+            let Self { session, timeout, reopen, nodes, end } = self;
+            background::spawn(retire(session, timeout, reopen, nodes, end, not_before));
         }
     }
 }
@@ -63,7 +63,7 @@ async fn retire(
     session: SessionInfo,
     timeout: Duration,
     reopen: Reopen,
-    ledger: Arc<Mutex<Ledger>>,
+    nodes: Arc<Mutex<NodeTable>>,
     end: Arc<SessionEnd>,
     not_before: Instant,
 ) {
@@ -112,5 +112,5 @@ async fn retire(
         // Short enough that a healed partition frees the locks within about half a timeout.
         pause = (pause * 2).min(timeout / 4);
     }
-    end.confirm(&ledger);
+    end.confirm(&nodes);
 }

@@ -54,7 +54,7 @@ pub async fn audit(client: &Client, root: &str) -> Result<Audit> {
     for session in client.open_sessions() {
         let id = session.zk.session_id().0;
         if !session.is_usable() {
-            if !session.ledger().has_ended() {
+            if !session.nodes().has_ended() {
                 audit.retiring.push(id);
             }
             continue;
@@ -64,8 +64,8 @@ pub async fn audit(client: &Client, root: &str) -> Result<Audit> {
             Err(ZkError::SessionExpired | ZkError::ClientClosed) => continue,
             Err(error) => return Err(Error::from_zk(error)),
         };
-        // Read after the listing: a node made since is in the ledger by now.
-        let owned = session.ledger().nodes();
+        // Read after the listing: a node made since is in the node table by now.
+        let owned = session.nodes().nodes();
         // The server lists every path that starts with `root`, `/run1` and `/run10/..` alike.
         let under_root = |path: &String| path == root || path.starts_with(&format!("{}/", root.trim_end_matches('/')));
         for path in ephemerals.into_iter().filter(under_root) {
