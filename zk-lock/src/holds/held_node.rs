@@ -114,7 +114,7 @@ impl HeldNode {
     }
 
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
-        self.status.lost().map(|reason| self.status.events().with_limit(reason))
+        self.status.lost()
     }
 
     /// Whether a revocation was seen: by the session's watch on the node, or by a watch set
@@ -150,7 +150,7 @@ impl HeldNode {
     /// Resolves when the lock is lost; never, if it is released first.
     pub(crate) fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
         let status = self.status.clone();
-        async move { status.events().with_limit(status.until_lost().await) }
+        async move { status.until_lost().await }
     }
 
     /// The annotated function holding this share finished its body; its guard is dropped next.

@@ -131,7 +131,7 @@ fn enforce(client: &Client, hold: &Arc<HeldNode>, limit: Duration, returned: Opt
         // Told before the node goes: its holder learns it first, as of any loss. Released or
         // lost meanwhile (another limit on the same hold included), the node is not ours to
         // delete.
-        if !status.events().claim_limit(limit) || !status.lose(LostReason::MaxHoldReached { limit }) {
+        if !status.lose(LostReason::MaxHoldReached { limit }) {
             return;
         }
         delete_until_gone(&client, &node, &holder).await;

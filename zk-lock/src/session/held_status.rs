@@ -2,7 +2,7 @@
 //! node's state: its guards, its session's loss and its follow-up by watch all read and write
 //! it here.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::error::LostReason;
 use crate::state_cell::StateCell;
@@ -18,35 +18,12 @@ pub(crate) trait HeldNodeEvents: Send + Sync {
 
 const RELEASED: u8 = 1;
 const REVOKED: u8 = 2;
-/// The loss, if any, is kept in the bits above these flags.
-const LOSS_SHIFT: u32 = 2;
-
-fn loss_code(reason: LostReason) -> u8 {
-    let code = match reason {
-        LostReason::SessionExpired => 1,
-        LostReason::SessionClosed => 2,
-        LostReason::ConnectionLost => 3,
-        LostReason::NodeDeleted => 4,
-        // Its limit is the hold's own: the hold puts it back.
-        LostReason::MaxHoldReached { .. } => 5,
-    };
-    code << LOSS_SHIFT
-}
-
-fn loss_of(state: u8) -> Option<LostReason> {
-    match state >> LOSS_SHIFT {
-        0 => None,
-        1 => Some(LostReason::SessionExpired),
-        2 => Some(LostReason::SessionClosed),
-        3 => Some(LostReason::ConnectionLost),
-        4 => Some(LostReason::NodeDeleted),
-        _ => Some(LostReason::MaxHoldReached { limit: std::time::Duration::ZERO }),
-    }
-}
+/// Lost: why is in the status's `reason`, claimed before this bit is set.
+const LOST: u8 = 4;
 
 /// Neither released nor lost: what is still followed, and what a loss may still reach.
 fn followed(state: u8) -> bool {
-    state & RELEASED == 0 && loss_of(state).is_none()
+    state & (RELEASED | LOST) == 0
 }
 
 /// What the library knows of one held node: lost, revoked, released. Shared by the hold and
@@ -57,12 +34,15 @@ pub(crate) struct HeldStatus<E: ?Sized + HeldNodeEvents = dyn HeldNodeEvents> {
     /// The session's loss count when the lock was granted.
     losses_seen: u64,
     state: StateCell,
+    /// Why it was lost, whole (a `max_hold`'s limit included): claimed by the first loss before
+    /// it sets `LOST`, so whoever sees that bit finds it here.
+    reason: OnceLock<LostReason>,
     events: E,
 }
 
 impl<E: HeldNodeEvents> HeldStatus<E> {
     pub(super) fn new(node_path: Arc<str>, losses_seen: u64, events: E) -> Self {
-        Self { node_path, losses_seen, state: StateCell::new(0), events }
+        Self { node_path, losses_seen, state: StateCell::new(0), reason: OnceLock::new(), events }
     }
 }
 
@@ -82,7 +62,12 @@ impl<E: ?Sized + HeldNodeEvents> HeldStatus<E> {
     }
 
     pub(crate) fn lost(&self) -> Option<LostReason> {
-        loss_of(self.state.get())
+        self.loss_of(self.state.get())
+    }
+
+    /// The loss a state shows, whole.
+    fn loss_of(&self, state: u8) -> Option<LostReason> {
+        (state & LOST != 0).then(|| *self.reason.get().expect("claimed before LOST is set"))
     }
 
     pub(crate) fn is_revoked(&self) -> bool {
@@ -103,7 +88,11 @@ impl<E: ?Sized + HeldNodeEvents> HeldStatus<E> {
     /// Records the loss, unless one is recorded already or the node was released; returns
     /// whether it did.
     pub(crate) fn lose(&self, reason: LostReason) -> bool {
-        let record = |state| followed(state).then_some(state | loss_code(reason));
+        // The first loss claims the reason; a release meanwhile still wins (the bit is not set).
+        if !self.is_followed() || self.reason.set(reason).is_err() {
+            return false;
+        }
+        let record = |state| followed(state).then_some(state | LOST);
         // Told first, so whoever wakes up on the loss also finds it traced.
         self.state.update(record, |_| self.events.lost(&self.node_path, reason))
     }
@@ -116,7 +105,7 @@ impl<E: ?Sized + HeldNodeEvents> HeldStatus<E> {
 
     /// Resolves with the loss once one is recorded. Cancel safe: it only observes.
     pub(crate) async fn until_lost(&self) -> LostReason {
-        self.state.wait_for(loss_of).await
+        self.state.wait_for(|state| self.loss_of(state)).await
     }
 
     /// Resolves once the node is released or lost. Cancel safe: it only observes.
