@@ -393,6 +393,8 @@ mod tests {
             LostReason::SessionClosed,
             LostReason::ConnectionLost,
             LostReason::NodeDeleted,
+            // Whole, its limit included.
+            LostReason::MaxHoldReached { limit: std::time::Duration::from_millis(1234) },
         ];
         for (losses, reason) in reasons.into_iter().enumerate() {
             let (status, _, _) = held(&mut table, losses as u64);
