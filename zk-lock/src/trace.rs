@@ -3,7 +3,6 @@
 //! revocation. Names and fields are part of the public contract (see the crate docs, "Tracing").
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use tracing::field::Empty;
@@ -141,15 +140,14 @@ pub(crate) fn granted(node: &str, fencing_token: i64) {
 }
 
 /// What the events and the metrics of a held lock say about it (of its node, named by the
-/// caller); kept in the node's status, which the hold and its session share, so that only the
-/// first of "released" and "lost" is reported.
+/// caller). Its end is told once, by the node's status (`session::HeldStatus`), which is the one
+/// record of whether it ended.
 #[derive(Debug)]
 pub(crate) struct HoldTrace {
     labels: Labels,
     /// The lock path's length: the node's path starts with it (the node lies under the lock
     /// path), so a hold keeps one string, the node's.
     path_len: u32,
-    ended: AtomicBool,
     since: Instant,
 }
 
@@ -165,25 +163,29 @@ impl HoldTrace {
         metrics::held(labels);
         // A ZooKeeper path is far shorter than 4 GiB (its packets are limited to 1 MB or so).
         let path_len = u32::try_from(path.len()).expect("a ZooKeeper path");
-        Self { labels, path_len, ended: AtomicBool::new(false), since: Instant::now() }
+        Self { labels, path_len, since: Instant::now() }
     }
 
     /// The holder let the lock on `node` go, and ZooKeeper confirmed the delete (`dropped`: by
     /// dropping its guard rather than releasing it).
     pub(crate) fn released(&self, node: &str, dropped: bool) {
-        if self.end(None) {
-            let (recipe, path, held_ms) = self.fields(node);
-            tracing::debug!(target: TARGET, recipe, path, node, held_ms, dropped, "lock released");
-        }
+        metrics::held_ended(self.labels, None, self.since.elapsed());
+        let (recipe, path, held_ms) = self.fields(node);
+        tracing::debug!(target: TARGET, recipe, path, node, held_ms, dropped, "lock released");
     }
 
-    /// The lock on `node` was lost while held (seen by the watch on its node, or by the
-    /// release's delete).
+    /// The lock on `node` was lost while held (seen by its session, the watch on its node, its
+    /// `max_hold`), or its release found it lost.
     pub(crate) fn lost(&self, node: &str, reason: LostReason) {
-        if self.end(Some(reason)) {
-            let (recipe, path, held_ms) = self.fields(node);
-            tracing::warn!(target: TARGET, recipe, path, node, held_ms, %reason, "lock lost");
-        }
+        metrics::held_ended(self.labels, Some(reason), self.since.elapsed());
+        let (recipe, path, held_ms) = self.fields(node);
+        tracing::warn!(target: TARGET, recipe, path, node, held_ms, %reason, "lock lost");
+    }
+
+    /// The hold ended without a known outcome (its release failed, or was cancelled): it stops
+    /// counting as held, with no event.
+    pub(crate) fn ended_quietly(&self) {
+        metrics::held_ended(self.labels, None, self.since.elapsed());
     }
 
     /// Someone asked the holder of `node` to give the lock up.
@@ -199,24 +201,6 @@ impl HoldTrace {
 
     fn fields<'a>(&self, node: &'a str) -> (&'static str, &'a str, f64) {
         (self.labels.recipe, self.path(node), millis(self.since))
-    }
-
-    /// Whether this is the first end reported (`lost`: why, if it was lost); the first one is
-    /// counted in the metrics.
-    fn end(&self, lost: Option<LostReason>) -> bool {
-        let first = !self.ended.swap(true, Ordering::AcqRel);
-        if first {
-            metrics::held_ended(self.labels, lost, self.since.elapsed());
-        }
-        first
-    }
-}
-
-impl Drop for HoldTrace {
-    /// A hold that ends without a report (its delete's outcome never known) still stops
-    /// counting as held.
-    fn drop(&mut self) {
-        self.end(None);
     }
 }
 

@@ -6,16 +6,15 @@ use std::sync::Arc;
 
 use zookeeper_client::Error as ZkError;
 
-use super::grant_log::{self, Ended};
-use super::hold_events::HoldEvents;
+use super::grant_log::Granted;
+use super::hold_events::{self, HoldEvents};
 use super::revocation_watch::watch_for_revocation;
 use crate::background;
 use crate::engine::{Claim, Grant};
 use crate::error::{Error, LostReason, Result};
 use crate::layout::Recipe;
 use crate::lock_order;
-use crate::session::{HeldStatus, Session};
-use crate::trace;
+use crate::session::{Change, End, HeldStatus, Session};
 use crate::zk::delete_with_retry;
 
 /// One granted lock node, shared by the guards of re-entrant acquisitions (code nested in its
@@ -33,24 +32,21 @@ pub(crate) struct HeldNode {
     claim: Option<Claim>,
     /// Its entry in its session's node table.
     entry: u64,
-    /// Its place among the locks its task holds, for lock-order checking, until released.
-    order: Option<lock_order::Held>,
 }
 
 impl HeldNode {
     /// A lock of `recipe` at `path` (whose template, for the metrics, is `template`) granted in
-    /// `granted` to the client `client`; `order` places it among the locks held.
+    /// `granted` to the client `client` as `what`; `order` places it among the locks held.
     pub(crate) fn new(
         client: u64,
         recipe: Recipe,
-        path: &str,
-        template: &'static str,
+        (path, template): (&str, &'static str),
         granted: Grant,
         order: Option<lock_order::Held>,
+        what: Granted<'_>,
     ) -> Arc<Self> {
-        trace::granted(&granted.node_path, granted.token);
-        let trace = trace::HoldTrace::new(recipe, template, path, &granted.node_path);
-        let events = HoldEvents::new(trace, granted.local);
+        let grant = hold_events::Grant { recipe, path, template, node: &granted.node_path, token: granted.token, what };
+        let events = HoldEvents::granted(grant, order, granted.local);
         let claimed = granted.claim.as_ref().map(Claim::id);
         let (status, entry) = granted.session.hold(claimed, granted.node_path, granted.losses_seen, events);
         Arc::new(Self {
@@ -61,7 +57,6 @@ impl HeldNode {
             status,
             claim: granted.claim,
             entry,
-            order,
         })
     }
 
@@ -72,17 +67,12 @@ impl HeldNode {
 
     /// The lock path.
     pub(crate) fn path(&self) -> &str {
-        self.trace().path(self.node_path())
+        self.status.events().path(self.node_path())
     }
 
     /// The granted node's path.
     pub(crate) fn node_path(&self) -> &Arc<str> {
         self.status.node_path()
-    }
-
-    /// What the tracing events and the metrics say about this hold.
-    fn trace(&self) -> &trace::HoldTrace {
-        &self.status.events().trace
     }
 
     /// Which recipe's lock it is.
@@ -97,7 +87,7 @@ impl HeldNode {
 
     /// Its place among the locks held, for lock-order checking (`None` while checking is off).
     pub(crate) fn order_key(&self) -> Option<lock_order::HeldKey> {
-        self.order.as_ref().map(lock_order::Held::key)
+        self.status.events().order_key()
     }
 
     /// The session the lock was granted on.
@@ -157,7 +147,7 @@ impl HeldNode {
     /// Told to the testing kit's recordings when it is the last share (the drop releases).
     pub(crate) fn finished(hold: &Arc<Self>) {
         if Arc::strong_count(hold) == 1 {
-            grant_log::finished(hold.node_path());
+            hold.status.tell(Change::Finished);
         }
     }
 
@@ -175,12 +165,11 @@ impl HeldNode {
 
     /// Deletes the node now and reports whether the lock was still ours.
     async fn release(mut self) -> Result<()> {
-        let delete = self.start_release();
+        let delete = self.start_release(false);
         if let Some(reason) = self.lost_reason() {
             // Its reply settles the claim; dropped, the claim would send a second delete.
             if let Some(delete) = delete {
                 background::spawn(delete);
-                grant_log::ended(self.node_path(), Ended::Lost(reason));
             }
             return Err(self.lost_error(reason));
         }
@@ -193,48 +182,44 @@ impl HeldNode {
             // the session's retirement) settles the node in the background.
             reason = self.session.lost_after(self.status.losses_seen()) => {
                 background::spawn(delete);
-                self.trace().lost(self.node_path(), reason);
-                grant_log::ended(self.node_path(), Ended::Lost(reason));
+                self.status.end(End::Lost(reason), false);
                 return Err(self.lost_error(reason));
             }
         };
         match deleted {
             Ok(()) => {
-                self.trace().released(self.node_path(), false);
-                grant_log::ended(self.node_path(), Ended::Released);
+                self.status.end(End::Released, false);
                 Ok(())
             }
             Err(error) => match lost_by(&error) {
                 Some(reason) => {
-                    self.trace().lost(self.node_path(), reason);
-                    grant_log::ended(self.node_path(), Ended::Lost(reason));
+                    self.status.end(End::Lost(reason), false);
                     Err(self.lost_error(reason))
                 }
                 None => {
-                    grant_log::ended(self.node_path(), Ended::ReleaseFailed(&error.to_string()));
+                    self.status.end(End::Failed(&error.to_string()), false);
                     Err(Error::from_zookeeper(error, self.path()))
                 }
             },
         }
     }
 
-    /// Marks the hold released and sends the delete; the returned future awaits its reply and
-    /// settles what it tells: the claim, and the waiters of this process behind the node. `None`
-    /// if it was released before.
-    fn start_release(&mut self) -> Option<impl Future<Output = std::result::Result<(), ZkError>> + Send + 'static> {
-        if !self.status.release() {
+    /// Lets the node go (`dropped`: by dropping the last guard) and sends the delete; the
+    /// returned future awaits its reply and settles what it tells: the claim, and the waiters
+    /// of this process behind the node. `None` if it was let go before.
+    fn start_release(
+        &mut self,
+        dropped: bool,
+    ) -> Option<impl Future<Output = std::result::Result<(), ZkError>> + Send + 'static> {
+        if !self.status.let_go(dropped) {
             return None;
         }
         self.session.let_go(self.entry);
-        self.order = None;
-        grant_log::releasing(self.node_path());
         let delete = delete_with_retry(&self.session.zk, self.node_path().clone());
-        let (claim, local) = (self.claim.take(), self.status.events().local.clone());
+        let (claim, status) = (self.claim.take(), self.status.clone());
         Some(async move {
             let deleted = delete.await;
-            if let Some(local) = &local {
-                local.delete_replied(&deleted);
-            }
+            status.tell(Change::DeleteReplied(&deleted));
             if let Some(claim) = claim {
                 claim.gone_if_deleted(&deleted);
             }
@@ -256,22 +241,18 @@ fn lost_by(error: &ZkError) -> Option<LostReason> {
 impl Drop for HeldNode {
     fn drop(&mut self) {
         // The delete request is sent here, in order; its reply is awaited in the background.
-        if let Some(delete) = self.start_release() {
-            grant_log::ended(self.node_path(), self.lost_reason().map_or(Ended::Dropped, Ended::Lost));
-            // A lock lost before was traced as lost already.
-            let status = self.lost_reason().is_none().then(|| self.status.clone());
+        if let Some(delete) = self.start_release(true) {
+            let status = self.status.clone();
             background::spawn(async move {
-                let deleted = delete.await;
-                let Some(status) = status else { return };
-                let (trace, node) = (&status.events().trace, status.node_path());
-                match deleted {
-                    Ok(()) => trace.released(node, true),
-                    Err(error) => {
-                        if let Some(reason) = lost_by(&error) {
-                            trace.lost(node, reason);
-                        }
-                    }
-                }
+                let how = match delete.await {
+                    Ok(()) => End::Released,
+                    Err(error) => match lost_by(&error) {
+                        Some(reason) => End::Lost(reason),
+                        None => End::Failed(""),
+                    },
+                };
+                // A lock lost before ended then: this tells nothing.
+                status.end(how, true);
             });
         }
     }

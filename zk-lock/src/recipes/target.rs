@@ -19,7 +19,7 @@ use crate::declared::Declaration;
 use crate::engine::{Attempt, Grant, LockAttempt, LockSpec, PositionReport, QueuePosition};
 use crate::error::{Error, Result};
 use crate::holder::describe_current_holder;
-use crate::holds::grant_log::{self, Granted};
+use crate::holds::grant_log::Granted;
 use crate::holds::scope::{self, Enclosing};
 use crate::holds::{HeldNode, Share};
 use crate::layout::Recipe;
@@ -144,8 +144,7 @@ impl LockTarget {
     /// and among the locks held.
     pub(crate) fn hold(&self, client: &Client, recipe: Recipe, granted: Grant, what: Granted<'_>) -> Arc<HeldNode> {
         let order = lock_order::granted(self.ordered());
-        let hold = HeldNode::new(client.id(), recipe, &self.path, self.template(), granted, order);
-        grant_log::granted(recipe, hold.path(), hold.node_path(), hold.token, what);
+        let hold = HeldNode::new(client.id(), recipe, (&self.path, self.template()), granted, order, what);
         if let Some(limit) = self.max_hold {
             max_hold::enforce_or_defer(client, &hold, limit, None);
         }

@@ -23,7 +23,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use self::end::SessionEnd;
-pub(crate) use self::held_status::{HeldNodeEvents, HeldStatus};
+pub(crate) use self::held_status::{Change, End, HeldNodeEvents, HeldStatus};
 use self::node_table::NodeTable;
 use self::retire::Retirement;
 pub(crate) use self::retire::{Reopen, ReopenFuture};

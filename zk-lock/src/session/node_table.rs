@@ -238,7 +238,7 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
-    use crate::session::held_status::HeldNodeEvents;
+    use crate::session::held_status::{Change, HeldNodeEvents};
 
     #[derive(Default)]
     struct Counted {
@@ -247,11 +247,12 @@ mod tests {
     }
 
     impl HeldNodeEvents for Arc<Counted> {
-        fn lost(&self, _: &str, _: LostReason) {
-            self.lost.fetch_add(1, Ordering::Relaxed);
-        }
-        fn revoked(&self, _: &str) {
-            self.revoked.fetch_add(1, Ordering::Relaxed);
+        fn told(&self, _: &str, change: Change<'_>) {
+            match change {
+                Change::Lost(_) => self.lost.fetch_add(1, Ordering::Relaxed),
+                Change::Revoked => self.revoked.fetch_add(1, Ordering::Relaxed),
+                _ => 0,
+            };
         }
     }
 
@@ -348,8 +349,8 @@ mod tests {
     fn a_released_node_is_not_lost_and_not_watched() {
         let mut table = NodeTable::default();
         let (status, counted, _) = held(&mut table, 0);
-        assert!(status.release());
-        assert!(!status.release(), "released once");
+        assert!(status.let_go(false));
+        assert!(!status.let_go(false), "let go once");
         status.lose(LostReason::NodeDeleted);
         assert_eq!(status.lost(), None);
         assert_eq!(counted.lost.load(Ordering::Relaxed), 0);
