@@ -31,6 +31,7 @@
 
 // A foundation: it uses `declared` (the site of an annotated lock) and `trace` only.
 mod graph;
+mod owner;
 mod record;
 mod switch;
 

@@ -13,7 +13,7 @@ use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 use super::graph::{LockOrder, LockOrderEdge};
 use super::switch::lock_order_checking;
 use crate::declared::Declaration;
-use crate::holder::Owner;
+use super::owner::Owner;
 
 /// A lock as lock-order checking sees it: a path, the template it was rendered from, and the
 /// annotated function that takes it.
