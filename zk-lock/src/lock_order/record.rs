@@ -11,9 +11,9 @@ use std::panic::Location;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 
 use super::graph::{LockOrder, LockOrderEdge};
+use super::owner::Owner;
 use super::switch::lock_order_checking;
 use crate::declared::Declaration;
-use super::owner::Owner;
 
 /// A lock as lock-order checking sees it: a path, the template it was rendered from, and the
 /// annotated function that takes it.
