@@ -75,17 +75,25 @@ async fn retire(
     }
     let mut pause = FIRST_PAUSE;
     loop {
-        match reopen(session.clone()).await {
+        // Bounded too: a connection that takes longer is tried again after the pause.
+        let reopened = tokio::time::timeout(timeout, reopen(session.clone())).await;
+        match reopened.unwrap_or(Err(ZkError::Timeout)) {
             Ok(zk) => {
                 let mut states = zk.state_watcher();
                 // The last handle: zookeeper-client sends `closeSession` and reports `Closed`
                 // once the server answered it, connecting again first if it has to.
                 drop(zk);
-                let mut state = states.state();
-                while !state.is_terminated() {
-                    state = states.changed().await;
-                }
-                if state == SessionState::Closed {
+                // Bounded: a close that no server answers within a session timeout is asked
+                // again on a new connection, which finds the session expired by then if no
+                // server had it.
+                let ended = tokio::time::timeout(timeout, async {
+                    let mut state = states.state();
+                    while !state.is_terminated() {
+                        state = states.changed().await;
+                    }
+                    state
+                });
+                if ended.await == Ok(SessionState::Closed) {
                     break;
                 }
                 // Given up without an answer: find out on the next connection.
