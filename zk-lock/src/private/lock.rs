@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::client::{CallDeadline, Client};
+use crate::client::Client;
 use crate::declared::Declaration;
 use crate::error::Result;
 use crate::path::validate_lock_path;
@@ -77,16 +77,7 @@ impl Lock {
         for path in paths {
             validate_lock_path(path)?;
         }
-        let call = patience.connect_deadline().map(|at| {
-            let timeout = patience.timeout().unwrap_or_default();
-            let locks = paths.iter().map(|path| format!("`{path}`")).collect::<Vec<_>>().join(", ");
-            let lock = if paths.len() == 1 { "lock" } else { "locks" };
-            let what = format!(
-                "the call's timeout of {timeout:?} for {lock} {locks} (it counts connecting the default client)"
-            );
-            CallDeadline { at, what }
-        });
-        registry::default_client_by(call).await
+        registry::default_client_by(patience.call_deadline(paths)).await
     }
 
     /// The lock at the rendered `path` on the call's client, and the patience of its

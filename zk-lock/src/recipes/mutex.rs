@@ -112,7 +112,8 @@ impl Mutex {
     }
 
     pub(crate) async fn acquire(&self, patience: Patience) -> Result<MutexGuard> {
-        let client = self.target.client().await?;
+        let patience = patience.counted_from_now();
+        let client = self.target.client_within(patience).await?;
         let share = self.target.acquire(&client, Recipe::Mutex, patience).await?;
         Ok(MutexGuard::new(share))
     }

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::client::CallDeadline;
+
 /// How long an acquisition may wait, as the caller asked.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) enum Patience {
@@ -47,6 +49,18 @@ impl Patience {
             Self::Timeout(timeout) if !timeout.is_zero() => Some(Instant::now() + timeout),
             _ => None,
         }
+    }
+
+    /// The deadline connecting the default client must meet for an acquisition of the locks at
+    /// `paths` with this patience, named as its error says it.
+    pub(crate) fn call_deadline(self, paths: &[&str]) -> Option<CallDeadline> {
+        let at = self.connect_deadline()?;
+        let timeout = self.timeout().unwrap_or_default();
+        let locks = paths.iter().map(|path| format!("`{path}`")).collect::<Vec<_>>().join(", ");
+        let lock = if paths.len() == 1 { "lock" } else { "locks" };
+        let what =
+            format!("the call's timeout of {timeout:?} for {lock} {locks} (it counts connecting the default client)");
+        Some(CallDeadline { at, what })
     }
 
     /// The timeout the caller gave, if any.

@@ -148,13 +148,15 @@ impl RwLock {
     }
 
     pub(crate) async fn acquire_read(&self, patience: Patience) -> Result<ReadGuard> {
-        let client = self.target.client().await?;
+        let patience = patience.counted_from_now();
+        let client = self.target.client_within(patience).await?;
         let share = self.target.acquire(&client, Recipe::Read, patience).await?;
         Ok(ReadGuard::new(share))
     }
 
     pub(crate) async fn acquire_write(&self, patience: Patience) -> Result<WriteGuard> {
-        let client = self.target.client().await?;
+        let patience = patience.counted_from_now();
+        let client = self.target.client_within(patience).await?;
         let share = self.target.acquire(&client, Recipe::Write, patience).await?;
         Ok(WriteGuard::new(share))
     }

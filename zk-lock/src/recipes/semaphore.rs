@@ -218,7 +218,8 @@ impl Semaphore {
 
     async fn acquire_permits(&self, n: u32, patience: Patience) -> Result<Vec<SemaphorePermit>> {
         self.check_request(n)?;
-        let client = self.target.client().await?;
+        let patience = patience.counted_from_now();
+        let client = self.target.client_within(patience).await?;
         let holds = self.acquire_holds(&client, Recipe::Semaphore, n, patience).await?;
         Ok(holds.into_iter().map(|hold| SemaphorePermit::new(Share::new(hold, None))).collect())
     }

@@ -106,7 +106,8 @@ impl SemaphoreMutex {
     pub(crate) async fn acquire(&self, patience: Patience) -> Result<SemaphoreMutexGuard> {
         self.semaphore.check_request(1)?;
         let target = &self.semaphore.target;
-        let client = target.client().await?;
+        let patience = patience.counted_from_now();
+        let client = target.client_within(patience).await?;
         if let Reentry::Refuse(reason) = reentry::decide(&client, Recipe::SemaphoreMutex, self.path()) {
             return Err(reentry::refused(self.path(), reason));
         }

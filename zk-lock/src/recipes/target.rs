@@ -111,14 +111,16 @@ impl LockTarget {
         self.path_checked.clone()
     }
 
-    /// The client given at construction, or the registry's default. The path is checked first,
-    /// so a bad path is reported before the default client is connected; a closed client is
-    /// refused before anything (a re-entry, a downgrade) is asked of it.
-    pub(crate) async fn client(&self) -> Result<Client> {
+    /// The client given at construction, or the registry's default, for an acquisition with
+    /// `patience`: a timeout counted from the call's start (`Patience::counted_from_now`) bounds
+    /// connecting the default client too. The path is checked first, so a bad path is reported
+    /// before the default client is connected; a closed client is refused before anything (a
+    /// re-entry, a downgrade) is asked of it.
+    pub(crate) async fn client_within(&self, patience: Patience) -> Result<Client> {
         self.check_path()?;
         let client = match &self.client {
             Some(client) => client.clone(),
-            None => registry::default_client().await?,
+            None => registry::default_client_by(patience.call_deadline(&[&self.path])).await?,
         };
         client.refuse_if_closed(&self.path)?;
         max_hold::check_client(&self.path, self.max_hold, &client)?;
