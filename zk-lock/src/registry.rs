@@ -88,6 +88,11 @@ pub async fn default_client() -> Result<Client> {
     default_client_by(None).await
 }
 
+/// The default client if it is installed (or connected) already: no wait.
+pub(crate) fn installed_default() -> Option<Client> {
+    read().default.clone()
+}
+
 /// [`default_client`], connected (if it has to be) by `call`'s deadline at the latest: an
 /// annotated call's timeout counts connecting the default client too. At that deadline the
 /// [`Error::Connect`] says the client was still being connected when it passed.

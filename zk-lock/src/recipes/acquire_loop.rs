@@ -2,13 +2,11 @@
 //! client's session; when that session ends or is retired, another attempt on a new one, until
 //! granted or out of patience.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
 use tokio::time::Instant;
-use zookeeper_client::{SessionState, StateWatcher};
 
 use super::patience::{Deadline, Patience};
 use crate::client::Client;
@@ -39,11 +37,12 @@ pub(crate) async fn acquire<A: Attempt>(
     let mut outage = Outage::default();
     loop {
         let session = Box::pin(session_within(client, deadline, &ends, &mut outage)).await?;
+        // A period without a session ends here; the session's own state tells the rest.
+        outage.up();
         let mut attempt = start(session.clone(), deadline.may_wait());
         // Boxed, and raced here rather than through wrappers: every wrapper around a future by
         // value holds it again, in every waiting acquisition.
         let mut run = Box::pin(attempt.run());
-        let mut states = session.zk.state_watcher();
         let outcome = tokio::select! {
             biased;
             // The session must not be used any more (it ended, or its locks were declared lost
@@ -51,8 +50,6 @@ pub(crate) async fn acquire<A: Attempt>(
             () = session.terminated() => Some(Err(NotGranted::SessionGone)),
             outcome = &mut run => Some(outcome),
             () = deadline.passed() => None,
-            // Only a wait that can time out says how long the connection was down.
-            never = outage.follow(&mut states), if deadline.may_time_out() => match never {},
         };
         drop(run);
         let failed = match outcome {
@@ -75,7 +72,7 @@ pub(crate) async fn acquire<A: Attempt>(
         }
         // The deadline passed: why the wait ended is settled now, before the removal, which
         // waits for a reconnect.
-        let timed_out = failed.is_none().then(|| ends.timed_out(&outage));
+        let timed_out = failed.is_none().then(|| ends.timed_out(&outage.on(&session)));
         Box::pin(session.unless_terminated(attempt.remove())).await;
         if let Some(error) = timed_out.or_else(|| give_up(failed, path)) {
             return Err(error);
@@ -144,17 +141,11 @@ impl Outage {
         self.since.map(|since| self.ended + since.elapsed())
     }
 
-    /// Follows the state of a session's connection until dropped. Cancel safe: it only records.
-    async fn follow(&mut self, states: &mut StateWatcher) -> Infallible {
-        let mut state = states.state();
-        loop {
-            // A read-only server takes no lock node: only a full connection counts as up.
-            match state {
-                SessionState::SyncConnected => self.up(),
-                _ => self.down(Instant::now()),
-            }
-            state = states.changed().await;
-        }
+    /// The downtime so far with `session` as the connection: its current disconnection, as its
+    /// monitor saw it (no acquisition follows the connection's state itself: a waiting
+    /// acquisition keeps nothing more for it).
+    fn on(&self, session: &Session) -> Self {
+        Self { ended: self.ended, since: session.down_since() }
     }
 }
 

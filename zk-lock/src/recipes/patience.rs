@@ -131,11 +131,6 @@ impl Deadline {
         !matches!(self, Self::FirstAttempt)
     }
 
-    /// Whether the deadline can pass while the acquisition waits (it has one, and may wait).
-    pub(super) fn may_time_out(self) -> bool {
-        matches!(self, Self::At(_))
-    }
-
     /// Resolves when the deadline passes; never without one.
     pub(super) async fn passed(self) {
         match self {

@@ -34,8 +34,9 @@ use crate::trace;
 pub(crate) struct LockTarget {
     client: Option<Client>,
     pub path: String,
-    /// The path checked once, when the target was made: every call reports the same error.
-    path_checked: Result<()>,
+    /// What was wrong with the path, found once when the target was made: every call reports
+    /// the same error (boxed: one pointer in every waiting acquisition's recipe).
+    path_refused: Option<Box<Error>>,
     data: Option<Vec<u8>>,
     /// The annotated function's declaration of this lock; `None` through the API.
     site: Option<&'static Declaration>,
@@ -56,7 +57,7 @@ impl LockTarget {
         let made_at = Location::caller();
         Self {
             client: client.cloned(),
-            path_checked: validate_lock_path(&path),
+            path_refused: validate_lock_path(&path).err().map(Box::new),
             path,
             data: None,
             site: None,
@@ -108,7 +109,10 @@ impl LockTarget {
     /// [`Error::InvalidPath`] (and the like) if the lock path is not one, as found when the
     /// target was made.
     pub(crate) fn check_path(&self) -> Result<()> {
-        self.path_checked.clone()
+        match &self.path_refused {
+            Some(refused) => Err(Error::clone(refused)),
+            None => Ok(()),
+        }
     }
 
     /// The client given at construction, or the registry's default, for an acquisition with
@@ -117,11 +121,32 @@ impl LockTarget {
     /// before the default client is connected; a closed client is refused before anything (a
     /// re-entry, a downgrade) is asked of it.
     pub(crate) async fn client_within(&self, patience: Patience) -> Result<Client> {
-        self.check_path()?;
-        let client = match &self.client {
-            Some(client) => client.clone(),
-            None => registry::default_client_by(patience.call_deadline(&[&self.path])).await?,
-        };
+        match self.ready_client() {
+            Some(ready) => ready,
+            // Boxed: connecting is rare, and inline it would swell every acquisition's future
+            // (rustc lays the futures of consecutive awaits side by side, not over each other).
+            None => Box::pin(self.connect_default_within(patience)).await,
+        }
+    }
+
+    /// [`client_within`](Self::client_within) without a wait: `None` if the default client is
+    /// still to be connected.
+    fn ready_client(&self) -> Option<Result<Client>> {
+        if let Err(refused) = self.check_path() {
+            return Some(Err(refused));
+        }
+        let client = self.client.clone().or_else(registry::installed_default)?;
+        Some(self.usable(client))
+    }
+
+    /// Connects the registry's default client, within `patience`.
+    async fn connect_default_within(&self, patience: Patience) -> Result<Client> {
+        let client = registry::default_client_by(patience.call_deadline(&[&self.path])).await?;
+        self.usable(client)
+    }
+
+    /// `client`, unless it is closed or cannot keep this lock's `max_hold`.
+    fn usable(&self, client: Client) -> Result<Client> {
         client.refuse_if_closed(&self.path)?;
         max_hold::check_client(&self.path, self.max_hold, &client)?;
         Ok(client)

@@ -62,6 +62,7 @@ pub(super) async fn monitor(
     let lose_after = loss_delay(timeout);
     let mut states = zk.state_watcher();
     let mut state = states.state();
+    note_connection(&health, state);
     let mut heartbeat = Heartbeat::new(zk.clone(), heartbeat_period(timeout));
     // None after a loss until a whole chain of requests sent since proves a renewal again.
     let mut renewals = Renewals::new(ping_bound(timeout), Some(proven));
@@ -114,6 +115,7 @@ pub(super) async fn monitor(
             }
             next = states.changed() => {
                 state_changed = true;
+                note_connection(&health, next);
                 if next == SessionState::SyncConnected {
                     if let Some(up_at) = seen_up_at {
                         renewals.reconnected(up_at);
@@ -143,6 +145,17 @@ pub(super) async fn monitor(
             seen_up_at = Some(polled_at);
         }
     }
+}
+
+/// Notes in `health` since when the connection has been down, if `state` is not connected.
+fn note_connection(health: &watch::Sender<Health>, state: SessionState) {
+    let now = Instant::now();
+    health.send_if_modified(|health| {
+        let down_since = (state != SessionState::SyncConnected).then(|| health.down_since.unwrap_or(now));
+        let changed = down_since != health.down_since;
+        health.down_since = down_since;
+        changed
+    });
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

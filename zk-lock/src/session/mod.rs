@@ -41,6 +41,9 @@ pub(crate) struct Health {
     /// The session must not be used again: it ended, or it is retired (closed as soon as the
     /// server is reachable). New acquisitions need a new session; waiters on it queue again.
     pub terminated: bool,
+    /// Since when its connection has been down (not fully connected: a read-only server takes
+    /// no lock node), if it is down now: what a wait that times out says of an outage.
+    pub down_since: Option<tokio::time::Instant>,
 }
 
 /// A live ZooKeeper session shared by the client and every guard acquired on it.
@@ -110,6 +113,11 @@ impl Session {
 
     pub(crate) fn health(&self) -> Health {
         *self.health.borrow()
+    }
+
+    /// Since when its connection has been down, if it is down now.
+    pub(crate) fn down_since(&self) -> Option<tokio::time::Instant> {
+        self.health.borrow().down_since
     }
 
     /// Neither ended, nor retired, nor left without the runtime its I/O ran on.
