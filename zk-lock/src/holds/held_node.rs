@@ -248,6 +248,7 @@ impl Drop for HeldNode {
                     Ok(()) => End::Released,
                     Err(error) => match lost_by(&error) {
                         Some(reason) => End::Lost(reason),
+                        // The error's text goes only to a released hold's recording.
                         None => End::Failed(""),
                     },
                 };

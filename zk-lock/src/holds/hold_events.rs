@@ -54,17 +54,6 @@ impl HoldEvents {
     pub(crate) fn order_key(&self) -> Option<lock_order::HeldKey> {
         self.order.lock().unwrap_or_else(PoisonError::into_inner).as_ref().map(lock_order::Held::key)
     }
-
-    /// The waiters of this process behind the node: `deleted` if ZooKeeper confirmed it gone,
-    /// else they cannot be told what became of it.
-    fn tell_local(&self, deleted: bool) {
-        if let Some(local) = &self.local {
-            match deleted {
-                true => local.deleted(),
-                false => local.unknown(),
-            }
-        }
-    }
 }
 
 impl HeldNodeEvents for HoldEvents {
@@ -72,8 +61,13 @@ impl HeldNodeEvents for HoldEvents {
         match change {
             Change::Lost(reason) => {
                 self.trace.lost(node, reason);
-                // Deleted by someone else: gone; any other loss: the node may outlive it.
-                self.tell_local(reason == LostReason::NodeDeleted);
+                if let Some(local) = &self.local {
+                    match reason {
+                        LostReason::NodeDeleted => local.deleted(),
+                        // The node may outlive a connection given up for lost.
+                        _ => local.unknown(),
+                    }
+                }
             }
             Change::Revoked => self.trace.revocation_requested(node),
             Change::LettingGo { dropped, lost } => {
@@ -87,7 +81,9 @@ impl HeldNodeEvents for HoldEvents {
                 }
             }
             Change::DeleteReplied(reply) => {
-                self.tell_local(matches!(reply, Ok(()) | Err(zookeeper_client::Error::NoNode)));
+                if let Some(local) = &self.local {
+                    local.delete_replied(reply);
+                }
             }
             Change::Ended { how, dropped } => {
                 let ended = match how {

@@ -43,9 +43,6 @@ const SEMAPHORE_MUTEX_AGAIN: &str = "this code runs inside the holder of this se
 
 /// The decision for an acquisition of `recipe` at `path` through `client`, here.
 pub(crate) fn decide(client: &Client, recipe: Recipe, path: &str) -> Reentry {
-    if recipe == Recipe::Semaphore {
-        return Reentry::Queue;
-    }
     let mut holders = scope::enclosing_holders(client.id(), recipe, path);
     let mut take = |wanted: Recipe| holders.iter().position(|(r, _)| *r == wanted).map(|i| holders.swap_remove(i).1);
     match recipe {

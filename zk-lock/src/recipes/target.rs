@@ -123,8 +123,7 @@ impl LockTarget {
     pub(crate) async fn client_within(&self, patience: Patience) -> Result<Client> {
         match self.ready_client() {
             Some(ready) => ready,
-            // Boxed: connecting is rare, and inline it would swell every acquisition's future
-            // (rustc lays the futures of consecutive awaits side by side, not over each other).
+            // Boxed: connecting is rare, and inline it would swell every acquisition's future.
             None => Box::pin(self.connect_default_within(patience)).await,
         }
     }
