@@ -42,7 +42,9 @@ pub enum Error {
         path: String,
         /// How long the acquisition waited.
         waited: Duration,
-        /// How long, within the wait, the connection was down.
+        /// How long, within the wait, the connection was down: its current disconnection, and
+        /// any time the client had no session (an earlier disconnection that ended is not
+        /// counted).
         down: Duration,
         /// The servers the client connects to, as its connect string (empty for a client made
         /// with [`Client::from_zookeeper`](crate::Client::from_zookeeper)).

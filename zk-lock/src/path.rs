@@ -139,7 +139,8 @@ impl ChildPath {
 
     /// The node at `path` (`parent/child`), sharing its string.
     pub(crate) fn of(path: &Arc<str>) -> Self {
-        Self { path: path.clone(), child_at: path.rfind('/').map_or(0, |slash| slash + 1) }
+        let slash = path.rfind('/').expect("a node path has a parent");
+        Self { path: path.clone(), child_at: slash + 1 }
     }
 
     pub(crate) fn as_arc(&self) -> &Arc<str> {

@@ -97,8 +97,8 @@ pub(crate) fn installed_default() -> Option<Client> {
 /// annotated call's timeout counts connecting the default client too. At that deadline the
 /// [`Error::Connect`] says the client was still being connected when it passed.
 pub(crate) async fn default_client_by(call: Option<CallDeadline>) -> Result<Client> {
-    if let Some(client) = &read().default {
-        return Ok(client.clone());
+    if let Some(client) = installed_default() {
+        return Ok(client);
     }
     // Boxed: connecting happens once, and inline it would swell every acquisition's future.
     Box::pin(connect_default(call)).await
@@ -106,13 +106,13 @@ pub(crate) async fn default_client_by(call: Option<CallDeadline>) -> Result<Clie
 
 /// Connects and installs the default client, unless another caller did meanwhile.
 async fn connect_default(call: Option<CallDeadline>) -> Result<Client> {
+    let from_env = std::env::var(CONNECT_ENV).ok();
+    let connect_string = from_env.clone().unwrap_or_else(|| DEFAULT_CONNECT_STRING.to_owned());
     let connecting = DEFAULT_CONNECTING.lock();
     let _connecting = match &call {
         Some(deadline) => match tokio::time::timeout_at(deadline.at, connecting).await {
             Ok(connecting) => connecting,
             Err(_) => {
-                let from_env = std::env::var(CONNECT_ENV).ok();
-                let connect_string = from_env.clone().unwrap_or_else(|| DEFAULT_CONNECT_STRING.to_owned());
                 let reason = format!(
                     "still connecting when {} ran out: another call was connecting the default client",
                     deadline.what
@@ -123,11 +123,9 @@ async fn connect_default(call: Option<CallDeadline>) -> Result<Client> {
         },
         None => connecting.await,
     };
-    if let Some(client) = &read().default {
-        return Ok(client.clone());
+    if let Some(client) = installed_default() {
+        return Ok(client);
     }
-    let from_env = std::env::var(CONNECT_ENV).ok();
-    let connect_string = from_env.clone().unwrap_or_else(|| DEFAULT_CONNECT_STRING.to_owned());
     let hint = not_installed_hint();
     if let Some(hint) = &hint {
         tracing::warn!(target: "zk_lock", connect_string, "no default client was installed, so one is made; {hint}");

@@ -197,7 +197,7 @@ fn place(
     let nodes = spec.queue.sorted(children);
     let Some(ours) = nodes.iter().position(|node| node.name == name) else { return Place::Gone };
     let blockers: Vec<&SequenceNode> = spec.queue.blockers(&nodes, ours).collect();
-    if trace_entry {
+    if trace_entry && trace::queue_places_observed() {
         // Numbered as its `QueuePosition` is; nothing is in line ahead of a node that waits for none.
         let in_line = if blockers.is_empty() { 0 } else { in_line_ahead(spec.queue, &nodes, ours) };
         trace::joined_queue(name, in_line, blockers.len());

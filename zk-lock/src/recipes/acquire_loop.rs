@@ -113,8 +113,9 @@ impl Ends<'_> {
     }
 }
 
-/// How long the connection was down during one acquisition: while the session's connection was
-/// lost, and while the client had no session and was opening one.
+/// How long the connection was down during one acquisition: while the client had no session
+/// and was opening one, and the session's current disconnection (one that ended earlier in the
+/// wait is not counted).
 #[derive(Default)]
 struct Outage {
     /// The downtime of the periods that ended.
@@ -124,9 +125,9 @@ struct Outage {
 }
 
 impl Outage {
-    /// The connection is down from `at` on (unless it already was).
-    fn down(&mut self, at: Instant) {
-        self.since.get_or_insert(at);
+    /// The connection is down from now on (unless it already was).
+    fn down(&mut self) {
+        self.since.get_or_insert_with(Instant::now);
     }
 
     /// The connection is up now.
@@ -179,14 +180,14 @@ async fn session_within(
             Some(opened) => Some(opened),
             // No usable session: one is being opened (by this call or another).
             None => {
-                outage.down(Instant::now());
+                outage.down();
                 deadline.limit(session).await
             }
         };
         let Some(opened) = opened else { return Err(ends.timed_out(outage)) };
         match opened {
             Err(Error::Connect { .. }) if deadline.may_wait() => {
-                outage.down(Instant::now());
+                outage.down();
                 let Some(retry_at) = deadline.retry_at(pause) else { return Err(ends.timed_out(outage)) };
                 // A close ends the pause: the next turn refuses.
                 tokio::select! {

@@ -148,13 +148,13 @@ pub(super) async fn monitor(
 }
 
 /// Notes in `health` since when the connection has been down, if `state` is not connected.
+/// Nobody waits for it (a wait that times out reads it), so nobody is woken: every waiting
+/// acquisition and every release watch the health for a loss.
 fn note_connection(health: &watch::Sender<Health>, state: SessionState) {
     let now = Instant::now();
     health.send_if_modified(|health| {
-        let down_since = (state != SessionState::SyncConnected).then(|| health.down_since.unwrap_or(now));
-        let changed = down_since != health.down_since;
-        health.down_since = down_since;
-        changed
+        health.down_since = (state != SessionState::SyncConnected).then(|| health.down_since.unwrap_or(now));
+        false
     });
 }
 
