@@ -285,25 +285,6 @@ mod tests {
         let error = parse(&["inspect", "/a", "--interval", "1s"]).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::UnknownArgument, "inspect has no --interval");
     }
-
-    /// The strings the attributes' `timeout` accepts (and what they mean) and those it refuses:
-    /// `--timeout` agrees on each, except that it refuses zero.
-    const CASES: &[(&str, Option<Duration>)] = include!("../../zk-lock-macros/src/duration_cases.rs");
-
-    #[test]
-    fn durations_as_the_attributes_take_them() {
-        for (text, expected) in CASES {
-            match (parse_timeout(text), expected) {
-                (Ok(duration), Some(expected)) => assert_eq!(duration, *expected, "{text:?}"),
-                (Err(message), Some(expected)) => {
-                    assert!(expected.is_zero() && message.starts_with("zero gives up"), "{text:?}: {message}");
-                }
-                (Err(message), None) => assert!(!message.starts_with("zero"), "{text:?}: {message}"),
-                (Ok(duration), None) => panic!("{text:?} accepted as {duration:?}"),
-            }
-        }
-    }
-
     #[test]
     fn durations() {
         assert_eq!(parse_timeout("1m30s"), Ok(Duration::from_secs(90)));
