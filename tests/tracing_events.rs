@@ -142,18 +142,11 @@ fn events_about(path: &str) -> Vec<Recorded> {
 
 /// Waits until `count` events `message` about `path` were recorded; panics after [`PATIENCE`].
 async fn wait_for_events(path: &str, message: &str, count: usize) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let recorded = recorder().recorded.notified();
-        tokio::pin!(recorded);
-        recorded.as_mut().enable();
-        if events_about(path).iter().filter(|e| e.message == message).count() >= count {
-            return;
-        }
-        if tokio::time::timeout_at(deadline, recorded).await.is_err() {
-            panic!("no `{message}` event about {path}: {:#?}", events_about(path));
-        }
-    }
+    let about = |e: &&Recorded| e.field("path") == Some(path) && e.message == message;
+    wait_until(&format!("{count} `{message}` events about {path}"), |events| {
+        events.iter().filter(about).count() >= count
+    })
+    .await;
 }
 
 /// Every event recorded so far.

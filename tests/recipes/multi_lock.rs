@@ -6,7 +6,7 @@ use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{Client, Error, MultiLock, MultiMember, Mutex, RwLock};
 
 use crate::scenarios;
-use crate::support::{new_client, server, PATIENCE};
+use crate::support::{new_client, queue_of, server, until_watched};
 
 const PATH: &str = "/it-multi";
 
@@ -110,14 +110,14 @@ async fn max_hold_counts_from_the_whole_grant() {
         tokio::spawn(async move { lock.lock().await })
     };
     // A holds /a and waits behind B for /b; C waits for /a.
-    wait_for_children(&client_c, &b, |c| c.len() == 2).await.unwrap();
+    queue_of(&client_c, &b, 2).await;
     let c_waits = {
         let (client_c, a) = (client_c.clone(), a.clone());
         tokio::spawn(
             async move { Mutex::with_client(&client_c, &a).lock().await.map(|g| (tokio::time::Instant::now(), g)) },
         )
     };
-    wait_for_children(&client_c, &a, |c| c.len() == 2).await.unwrap();
+    queue_of(&client_c, &a, 2).await;
     // Longer than the limit: /a must still be A's.
     tokio::time::sleep(LIMIT * 3).await;
     assert!(!c_waits.is_finished(), "C was granted /a while A waited for /b");
@@ -148,8 +148,8 @@ async fn a_member_lost_while_the_others_are_awaited_is_taken_again() {
         let lock = MultiLock::with_client(&client_a, [a.clone(), b.clone()]);
         tokio::spawn(async move { lock.lock().await })
     };
-    wait_for_children(&operator, &b, |c| c.len() == 2).await.unwrap();
-    let first = wait_for_children(&operator, &a, |c| c.len() == 1).await.unwrap();
+    queue_of(&operator, &b, 2).await;
+    let first = queue_of(&operator, &a, 1).await;
     let node = format!("{a}/{}", first[0]);
     // Deleted once A's hold of /a is watched, so that A is told at once; /b is released once
     // the server has fired that watch (A's session hears of the deletion before the release).
@@ -164,13 +164,4 @@ async fn a_member_lost_while_the_others_are_awaited_is_taken_again() {
     assert_eq!(now_on_a.len(), 1, "{now_on_a:?}");
     assert_ne!(now_on_a[0], first[0], "/a was taken again, with a new node");
     both.release().await.unwrap();
-}
-
-/// Waits until the shared server has (or no longer has) a watch on `node` (`wchp`).
-async fn until_watched(node: &str, watched: bool) {
-    let since = tokio::time::Instant::now();
-    while server().four_letter("wchp").expect("wchp").lines().any(|line| line.trim() == node) != watched {
-        assert!(since.elapsed() < PATIENCE, "`{node}` watched: never {watched}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }

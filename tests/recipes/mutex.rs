@@ -9,7 +9,7 @@ use zk_lock::{Client, Error, LostReason, Mutex};
 
 use crate::scenarios;
 use crate::support::{
-    client_with_fast_heartbeat, client_with_session_timeout, new_client, node_name, rng, server,
+    client_with_fast_heartbeat, client_with_session_timeout, new_client, node_name, rng, server, until_watched,
     within_the_follow_up_bound, PATIENCE,
 };
 
@@ -199,7 +199,7 @@ async fn a_watched_hold_is_told_of_its_deletion_at_once() {
     let client = client_with_session_timeout(Duration::from_secs(9)).await;
     let guard = Mutex::with_client(&client, &path).lock().await.unwrap();
     let node = guard.node_path().to_owned();
-    until_watched(&node).await;
+    until_watched(&node, true).await;
     let lost = guard.lost();
     let other = new_client().await;
     let deleted_at = tokio::time::Instant::now();
@@ -221,7 +221,7 @@ async fn a_hold_deleted_while_its_connection_is_down_is_told_once_it_reconnects(
     let client = Client::builder(proxy.connect_string()).session_timeout(session).connect().await.unwrap();
     let guard = Mutex::with_client(&client, &path).lock().await.unwrap();
     let node = guard.node_path().to_owned();
-    until_watched(&node).await;
+    until_watched(&node, true).await;
     let lost = guard.lost();
     proxy.cut();
     new_client().await.zookeeper().delete(&node, None).await.unwrap();
@@ -233,19 +233,6 @@ async fn a_hold_deleted_while_its_connection_is_down_is_told_once_it_reconnects(
     let reason = tokio::time::timeout(PATIENCE, lost).await.expect("lost() resolves");
     assert_eq!(reason, LostReason::NodeDeleted, "told by the watch, not by the session's loss");
     assert!(healed_at.elapsed() < session * 3 / 5, "told {:?} after the heal", healed_at.elapsed());
-}
-
-/// Waits until the shared server has a watch on `node` (its `wchp` answer lists the path).
-async fn until_watched(node: &str) {
-    let since = tokio::time::Instant::now();
-    loop {
-        let watches = server().four_letter("wchp").expect("wchp");
-        if watches.lines().any(|line| line.trim() == node) {
-            return;
-        }
-        assert!(since.elapsed() < PATIENCE, "`{node}` was never watched");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// A waiter behind a node of its own session is told of that node's end by its owner, not by a

@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use zk_lock::testing::{wait_for_children, Proxy, TestingServer};
+use zk_lock::testing::{Proxy, TestingServer};
 use zk_lock::{zk_lock, Client, Error, Mutex};
 
-use crate::support::{server, unique_name, PATIENCE};
+use crate::support::{queue_of, server, unique_name, PATIENCE};
 
 /// Bounds a future that should finish, so that a broken acquisition fails the test instead of
 /// hanging it.
@@ -113,7 +113,7 @@ async fn a_wait_behind_a_holder_that_ends_with_the_server_down_says_so_and_a_hea
         let waiter = waiter.clone();
         tokio::spawn(async move { waiter.lock_timeout(timeout).await })
     };
-    wait_for_children(&holder_client, &path, |nodes| nodes.len() == 2).await.expect("the waiter queues");
+    queue_of(&holder_client, &path, 2).await;
     own.stop().expect("stop the server");
     let outcome = bounded("the wait", waiting).await.expect("the waiting task");
     let message = assert_connection_down(outcome, &path, &own.connect_string(), timeout);

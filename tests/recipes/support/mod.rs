@@ -95,3 +95,13 @@ pub fn rng() -> fastrand::Rng {
     eprintln!("rng seed {seed}");
     fastrand::Rng::with_seed(seed)
 }
+
+/// Waits until the shared server has (or, with `watched` false, no longer has) a watch on
+/// `node`: its `wchp` answer lists the path.
+pub async fn until_watched(node: &str, watched: bool) {
+    let since = tokio::time::Instant::now();
+    while server().four_letter("wchp").expect("wchp").lines().any(|line| line.trim() == node) != watched {
+        assert!(since.elapsed() < PATIENCE, "`{node}` watched: never {watched}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
