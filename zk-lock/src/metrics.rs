@@ -76,7 +76,7 @@ pub(crate) struct Waiting {
     /// Kept only with the feature: without it, a waiting acquisition carries nothing for it.
     #[cfg(feature = "metrics")]
     labels: Labels,
-    /// Its entry in the queue places' ledger, once it was told a place.
+    /// Its entry in the queue places' record, once it was told a place.
     #[cfg(feature = "metrics")]
     told: Option<places::Waiter>,
 }
@@ -171,7 +171,7 @@ pub(crate) fn queue_place(labels: Labels, place: usize) {
     let _ = (labels, place);
 }
 
-/// The ledger behind [`QUEUE_PLACE`]: for each recipe and template, the latest place told to
+/// The record behind [`QUEUE_PLACE`]: for each recipe and template, the latest place told to
 /// each waiter still waiting, in the order they were told. The gauge shows the latest of them,
 /// or 0. Only waiters that were told a place are in it (an acquisition granted at once never
 /// is), so an uncontended acquisition never locks it.
@@ -184,7 +184,7 @@ mod places {
 
     use super::{Labels, QUEUE_PLACE};
 
-    /// A waiter in the ledger: the number of its first report.
+    /// A waiter in the record: the number of its first report.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
     pub(super) struct Waiter(u64);
 
@@ -205,14 +205,14 @@ mod places {
 
     /// Every waiter's place, process-wide (the gauge is too).
     #[derive(Debug)]
-    struct Ledger {
+    struct Told {
         /// Reports made so far: the next report's number.
         reports: u64,
         /// The places of each recipe and template that has a waiter told one.
         places: BTreeMap<Labels, Places>,
     }
 
-    static LEDGER: Mutex<Ledger> = Mutex::new(Ledger { reports: 0, places: BTreeMap::new() });
+    static TOLD: Mutex<Told> = Mutex::new(Told { reports: 0, places: BTreeMap::new() });
 
     /// Shows `place` on the gauge of `labels`.
     fn set(labels: Labels, place: usize) {
@@ -238,12 +238,12 @@ mod places {
     /// has nobody to take it off again, and is left out.
     pub(super) fn told(labels: Labels, place: usize) {
         let Some(told) = POLLED.get() else { return };
-        let mut ledger = LEDGER.lock().unwrap_or_else(PoisonError::into_inner);
-        let report = ledger.reports;
-        ledger.reports += 1;
+        let mut places_told = TOLD.lock().unwrap_or_else(PoisonError::into_inner);
+        let report = places_told.reports;
+        places_told.reports += 1;
         let waiter = told.unwrap_or(Waiter(report));
         POLLED.set(Some(Some(waiter)));
-        let places = ledger.places.entry(labels).or_default();
+        let places = places_told.places.entry(labels).or_default();
         if let Some(earlier) = places.latest_of.insert(waiter, report) {
             places.by_report.remove(&earlier);
         }
@@ -254,8 +254,8 @@ mod places {
     /// `waiter` stopped waiting: granted, given up or cancelled. Its place goes; the gauge shows
     /// the latest place of those still waiting, or 0.
     pub(super) fn left(labels: Labels, waiter: Waiter) {
-        let mut ledger = LEDGER.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(places) = ledger.places.get_mut(&labels) else { return };
+        let mut places_told = TOLD.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(places) = places_told.places.get_mut(&labels) else { return };
         let Some(report) = places.latest_of.remove(&waiter) else { return };
         let was_shown = places.by_report.last_key_value().is_some_and(|(&latest, _)| latest == report);
         places.by_report.remove(&report);
@@ -263,7 +263,7 @@ mod places {
             set(labels, places.by_report.last_key_value().map_or(0, |(_, &place)| place));
         }
         if places.latest_of.is_empty() {
-            ledger.places.remove(&labels);
+            places_told.places.remove(&labels);
         }
     }
 }
