@@ -4,18 +4,16 @@
 
 use std::time::Duration;
 
-use crate::client::Client;
 use crate::declared::Declaration;
 use crate::error::Result;
-use crate::path::validate_lock_path;
 use crate::recipes::multi_lock::{MultiGuard, MultiLock, MultiMember};
 use crate::recipes::mutex::{Mutex, MutexGuard};
-use crate::recipes::patience::Patience;
+use crate::recipes::patience::{Limit, Patience};
 use crate::recipes::rwlock::{ReadGuard, RwLock, WriteGuard};
 use crate::recipes::semaphore::{Semaphore, SemaphorePermit};
 use crate::recipes::semaphore_mutex::{SemaphoreMutex, SemaphoreMutexGuard};
 use crate::recipes::target::LockTarget;
-use crate::registry::{self, named_client};
+use crate::registry::named_client;
 
 /// How an annotated function takes its lock: where it is declared, which client, how
 /// patiently. Every attribute goes the same way: the rendered path, its declaration and the
@@ -26,7 +24,7 @@ pub struct Lock {
     /// The function's declarations, one per path: the sites lock-order checking reports.
     sites: &'static [Declaration],
     client: Option<&'static str>,
-    patience: Patience,
+    limit: Limit,
     max_hold: Option<Duration>,
 }
 
@@ -34,7 +32,7 @@ impl Lock {
     /// The lock declared at `sites` (one per path), with the default client and timeout.
     #[must_use]
     pub const fn declared(sites: &'static [Declaration]) -> Self {
-        Self { sites, client: None, patience: Patience::Default, max_hold: None }
+        Self { sites, client: None, limit: Limit::ClientDefault, max_hold: None }
     }
 
     /// A lock declared nowhere, as one taken through the API, with the default client and
@@ -54,7 +52,7 @@ impl Lock {
     /// `timeout = ".."`, as whole seconds and nanoseconds.
     #[must_use]
     pub const fn timeout(mut self, secs: u64, nanos: u32) -> Self {
-        self.patience = Patience::Timeout(Duration::new(secs, nanos));
+        self.limit = Limit::Timeout(Duration::new(secs, nanos));
         self
     }
 
@@ -65,32 +63,23 @@ impl Lock {
         self
     }
 
-    /// The client of a call that takes the locks at `paths` with `patience`: the one the
-    /// attribute names, or else the default client, connected on its first use before the
-    /// call's timeout passes (`patience` counts from the call's start: the timeout is the call's
-    /// whole deadline). The paths are checked first, so a bad one is reported before anything
-    /// is connected.
-    async fn call_client(self, patience: Patience, paths: &[&str]) -> Result<Client> {
-        if let Some(name) = self.client {
-            return named_client(name);
-        }
-        for path in paths {
-            validate_lock_path(path)?;
-        }
-        registry::default_client_by(patience.call_deadline(paths)).await
+    /// The lock at the rendered `path` on the attribute's client (`None`: the default one, which
+    /// the recipe connects on its first use within the call's timeout), and the patience of its
+    /// acquisition, counted from the call's start.
+    fn target(self, path: Result<String>) -> Result<(LockTarget, Patience)> {
+        let patience = Patience::from_now(self.limit);
+        let path = path?;
+        Ok((self.target_at(path, 0)?, patience))
     }
 
-    /// The lock at the rendered `path` on the call's client, and the patience of its
-    /// acquisition, counted from the call's start.
-    async fn target(self, path: Result<String>) -> Result<(LockTarget, Patience)> {
-        let path = path?;
-        let patience = self.patience.counted_from_now();
-        let client = self.call_client(patience, &[&path]).await?;
-        let mut target = LockTarget::new(Some(&client), path).declared_at(self.sites.first());
+    /// The lock at `path`, declared at the function's `index`th site, on the attribute's client.
+    fn target_at(self, path: String, index: usize) -> Result<LockTarget> {
+        let client = self.client.map(named_client).transpose()?;
+        let mut target = LockTarget::new(client.as_ref(), path).declared_at(self.sites.get(index));
         if let Some(limit) = self.max_hold {
             target.set_max_hold(limit);
         }
-        Ok((target, patience))
+        Ok(target)
     }
 
     /// `#[zk_lock]`.
@@ -100,7 +89,7 @@ impl Lock {
     /// The rendering error, or as [`Mutex::lock`], the timeout bounding the first connection of
     /// the default client too.
     pub async fn mutex(self, path: Result<String>) -> Result<MutexGuard> {
-        let (target, patience) = self.target(path).await?;
+        let (target, patience) = self.target(path)?;
         Mutex::on(target).acquire(patience).await
     }
 
@@ -111,7 +100,7 @@ impl Lock {
     /// The rendering error, or as [`RwLock::read`], the timeout bounding the first connection
     /// of the default client too.
     pub async fn read(self, path: Result<String>) -> Result<ReadGuard> {
-        let (target, patience) = self.target(path).await?;
+        let (target, patience) = self.target(path)?;
         RwLock::on(target).acquire_read(patience).await
     }
 
@@ -122,7 +111,7 @@ impl Lock {
     /// The rendering error, or as [`RwLock::write`], the timeout bounding the first connection
     /// of the default client too.
     pub async fn write(self, path: Result<String>) -> Result<WriteGuard> {
-        let (target, patience) = self.target(path).await?;
+        let (target, patience) = self.target(path)?;
         RwLock::on(target).acquire_write(patience).await
     }
 
@@ -133,7 +122,7 @@ impl Lock {
     /// The rendering error, or as [`Semaphore::acquire`], the timeout bounding the first
     /// connection of the default client too.
     pub async fn semaphore(self, path: Result<String>, permits: u32) -> Result<SemaphorePermit> {
-        let (target, patience) = self.target(path).await?;
+        let (target, patience) = self.target(path)?;
         Semaphore::on(target, permits).acquire_one(patience).await
     }
 
@@ -145,7 +134,7 @@ impl Lock {
     /// The rendering error, or as [`SemaphoreMutex::lock`], the timeout bounding the first
     /// connection of the default client too.
     pub async fn semaphore_mutex(self, path: Result<String>) -> Result<SemaphoreMutexGuard> {
-        let (target, patience) = self.target(path).await?;
+        let (target, patience) = self.target(path)?;
         SemaphoreMutex::on(target).acquire(patience).await
     }
 
@@ -156,18 +145,11 @@ impl Lock {
     /// The first rendering error, or as [`MultiLock::lock`], the timeout bounding the first
     /// connection of the default client too.
     pub async fn multi(self, paths: Result<Vec<String>>) -> Result<MultiGuard> {
-        let paths = paths?;
-        let (patience, max_hold) = (self.patience.counted_from_now(), self.max_hold);
-        let client = self.call_client(patience, &paths.iter().map(String::as_str).collect::<Vec<_>>()).await?;
-        let targets = paths
-            .into_iter()
-            .enumerate()
-            .map(|(i, path)| Mutex::on(LockTarget::new(Some(&client), path).declared_at(self.sites.get(i))));
-        let lock = MultiLock::from_members(targets.map(MultiMember::from));
-        let lock = match max_hold {
-            Some(limit) => lock.with_max_hold(limit),
-            None => lock,
-        };
+        let patience = Patience::from_now(self.limit);
+        let targets = paths?.into_iter().enumerate().map(|(i, path)| self.target_at(path, i));
+        let members = targets.map(|target| Ok(MultiMember::from(Mutex::on(target?)))).collect::<Result<Vec<_>>>()?;
+        // The members carry the attribute's max_hold, which a multi-lock counts from the whole grant.
+        let lock = MultiLock::from_members(members);
         lock.acquire(patience).await
     }
 }

@@ -31,7 +31,7 @@ pub(crate) async fn acquire<A: Attempt>(
     patience: Patience,
     start: impl Fn(Arc<Session>, bool) -> A,
 ) -> Result<A::Grant> {
-    let started = patience.counted_from();
+    let started = patience.since();
     let deadline = patience.deadline(client.default_timeout());
     let ends = Ends { client, path, started };
     let mut outage = Outage::default();

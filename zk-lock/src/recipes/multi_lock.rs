@@ -5,8 +5,6 @@ use std::panic::Location;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use super::max_hold;
 use super::mutex::Mutex;
 use super::patience::Patience;
@@ -144,7 +142,7 @@ impl MultiLock {
     /// Cancel safe: the locks taken so far are released in the background, and the pending one
     /// removes its queue node.
     pub async fn lock(&self) -> Result<MultiGuard> {
-        self.acquire(Patience::Default).await
+        self.acquire(Patience::client_default()).await
     }
 
     /// Waits for every lock, for at most `timeout` in all; a zero timeout makes one attempt.
@@ -157,7 +155,7 @@ impl MultiLock {
     ///
     /// Cancel safe, as [`lock`](Self::lock).
     pub async fn lock_timeout(&self, timeout: Duration) -> Result<MultiGuard> {
-        self.acquire(Patience::Timeout(timeout)).await
+        self.acquire(Patience::timeout(timeout)).await
     }
 
     /// Takes every lock if each is free, one attempt each.
@@ -171,7 +169,7 @@ impl MultiLock {
     ///
     /// Cancel safe, as [`lock`](Self::lock).
     pub async fn try_lock(&self) -> Result<MultiGuard> {
-        self.acquire(Patience::Once).await
+        self.acquire(Patience::one_attempt()).await
     }
 
     /// Takes every lock, a timeout counting for all of them together.
@@ -186,17 +184,11 @@ impl MultiLock {
     }
 
     async fn acquire_members(&self, patience: Patience) -> Result<MultiGuard> {
-        let started = Instant::now();
-        let patience_left = patience.shared_by_steps();
         loop {
             let limits = max_hold::DeferredLimits::default();
-            let taken = max_hold::deferring(limits.clone(), self.take_members(&patience_left)).await;
-            let taken = taken.map_err(|error| match error {
-                Error::Timeout { path, held_by_this_task, .. } => {
-                    Error::Timeout { path, waited: started.elapsed(), held_by_this_task }
-                }
-                other => other,
-            })?;
+            // Every member waits within the one patience: counted from this call, its timeout
+            // bounds them all together, and their errors report the wait from this call's start.
+            let taken = max_hold::deferring(limits.clone(), self.take_members(patience)).await?;
             // All or nothing: a member lost while the others were awaited (its session, its node
             // deleted) makes the grant void; the members are released and taken again.
             match taken.first_lost() {
@@ -217,13 +209,13 @@ impl MultiLock {
     }
 
     /// One pass over the members, in order; on an error the members taken are released.
-    async fn take_members(&self, patience_left: &impl Fn() -> Patience) -> Result<MultiGuard> {
+    async fn take_members(&self, patience: Patience) -> Result<MultiGuard> {
         // Dropping the guard on an early return releases what was taken, in reverse order.
         let mut taken = MultiGuard { members: Vec::with_capacity(self.members.len()), loans: Vec::new() };
         for member in &self.members {
             // Nested in the members taken: one path's read member after its write member is a
             // downgrade, not a reader queued behind its own writer.
-            let acquire = scope::nest(taken.lent(), member.acquire(patience_left()));
+            let acquire = scope::nest(taken.lent(), member.acquire(patience));
             match acquire.await {
                 Ok(share) => {
                     taken.members.push(Member { hold: share.hold, lending: Lending::default() });

@@ -77,7 +77,7 @@ impl Mutex {
     /// Cancel safe: dropping the future at any point removes its queue node (in the background),
     /// and no lock is held.
     pub async fn lock(&self) -> Result<MutexGuard> {
-        self.acquire(Patience::Default).await
+        self.acquire(Patience::client_default()).await
     }
 
     /// Waits for the lock for at most `timeout`; a zero timeout makes one attempt, like
@@ -93,7 +93,7 @@ impl Mutex {
     ///
     /// Cancel safe, as [`lock`](Self::lock).
     pub async fn lock_timeout(&self, timeout: Duration) -> Result<MutexGuard> {
-        self.acquire(Patience::Timeout(timeout)).await
+        self.acquire(Patience::timeout(timeout)).await
     }
 
     /// Takes the lock if nobody holds it or waits for it, in one round trip (two when the lock
@@ -108,11 +108,10 @@ impl Mutex {
     ///
     /// Cancel safe, as [`lock`](Self::lock).
     pub async fn try_lock(&self) -> Result<MutexGuard> {
-        self.acquire(Patience::Once).await
+        self.acquire(Patience::one_attempt()).await
     }
 
     pub(crate) async fn acquire(&self, patience: Patience) -> Result<MutexGuard> {
-        let patience = patience.counted_from_now();
         let client = self.target.client_within(patience).await?;
         let share = self.target.acquire(&client, Recipe::Mutex, patience).await?;
         Ok(MutexGuard::new(share))

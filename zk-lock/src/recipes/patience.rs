@@ -7,111 +7,84 @@ use tokio::time::Instant;
 
 use crate::client::CallDeadline;
 
-/// How long an acquisition may wait, as the caller asked.
+/// How long the caller said an acquisition may wait.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) enum Patience {
+pub(crate) enum Limit {
     /// The client's default timeout (none unless configured: wait as long as it takes).
     #[default]
-    Default,
+    ClientDefault,
     /// At most this long; zero means one attempt.
     Timeout(Duration),
     /// One attempt: `Busy` if anyone is ahead (for a semaphore: if its leases are taken).
-    Once,
-    /// The client's default timeout, counted from this instant: a step of an acquisition made
-    /// of several (a multi-lock's members) gets what is left of it.
-    DefaultSince(Instant),
-    /// At most this long, counted from this instant: an annotated call's `timeout`, which counts
-    /// from the call's start, connecting the default client included.
-    TimeoutSince(Duration, Instant),
+    OneAttempt,
+}
+
+/// How long an acquisition may wait, counted from the public call that asked: made once there,
+/// and passed unchanged to everything the call runs (connecting the default client, each
+/// member of a multi-lock), so that a timeout bounds all of it and every error reports the wait
+/// from the call's start.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Patience {
+    limit: Limit,
+    since: Instant,
 }
 
 impl Patience {
+    /// `limit`, counted from now.
+    pub(crate) fn from_now(limit: Limit) -> Self {
+        Self { limit, since: Instant::now() }
+    }
+
+    /// The client's default timeout, counted from now.
+    pub(crate) fn client_default() -> Self {
+        Self::from_now(Limit::ClientDefault)
+    }
+
+    /// At most `timeout`, counted from now.
+    pub(crate) fn timeout(timeout: Duration) -> Self {
+        Self::from_now(Limit::Timeout(timeout))
+    }
+
+    /// One attempt.
+    pub(crate) fn one_attempt() -> Self {
+        Self::from_now(Limit::OneAttempt)
+    }
+
     /// Whether an acquisition with this patience may wait for another holder: not a single
     /// attempt (`try_`, a zero timeout).
     pub(crate) fn may_wait(self) -> bool {
-        !matches!(self, Self::Once | Self::Timeout(Duration::ZERO) | Self::TimeoutSince(Duration::ZERO, _))
+        !matches!(self.limit, Limit::OneAttempt | Limit::Timeout(Duration::ZERO))
     }
 
-    /// This patience counted from now: an explicit timeout then also bounds what comes before
-    /// the acquisition (connecting the default client), and the wait is reported from now.
-    pub(crate) fn counted_from_now(self) -> Self {
-        match self {
-            Self::Timeout(timeout) => Self::TimeoutSince(timeout, Instant::now()),
-            other => other,
+    /// The deadline connecting the default client must meet for an acquisition of the lock at
+    /// `path` with this patience, named as its error says it: the caller's timeout, if it gave
+    /// one that is not a single attempt.
+    pub(crate) fn call_deadline(self, path: &str) -> Option<CallDeadline> {
+        let Limit::Timeout(timeout) = self.limit else { return None };
+        if timeout.is_zero() {
+            return None;
         }
-    }
-
-    /// When the caller's timeout passes, if it gave one that is not a single attempt: the latest
-    /// moment connecting the default client for it may end.
-    pub(crate) fn connect_deadline(self) -> Option<Instant> {
-        match self {
-            Self::TimeoutSince(timeout, start) if !timeout.is_zero() => Some(start + timeout),
-            Self::Timeout(timeout) if !timeout.is_zero() => Some(Instant::now() + timeout),
-            _ => None,
-        }
-    }
-
-    /// The deadline connecting the default client must meet for an acquisition of the locks at
-    /// `paths` with this patience, named as its error says it.
-    pub(crate) fn call_deadline(self, paths: &[&str]) -> Option<CallDeadline> {
-        let at = self.connect_deadline()?;
-        let timeout = self.timeout().unwrap_or_default();
-        let locks = paths.iter().map(|path| format!("`{path}`")).collect::<Vec<_>>().join(", ");
-        let lock = if paths.len() == 1 { "lock" } else { "locks" };
         let what =
-            format!("the call's timeout of {timeout:?} for {lock} {locks} (it counts connecting the default client)");
-        Some(CallDeadline { at, what })
+            format!("the call's timeout of {timeout:?} for lock `{path}` (it counts connecting the default client)");
+        Some(CallDeadline { at: self.since + timeout, what })
     }
 
-    /// The timeout the caller gave, if any.
-    pub(crate) fn timeout(self) -> Option<Duration> {
-        match self {
-            Self::Timeout(timeout) | Self::TimeoutSince(timeout, _) => Some(timeout),
-            Self::Default | Self::Once | Self::DefaultSince(_) => None,
-        }
+    /// When the acquisition's wait counts from, for the errors that say how long it waited.
+    pub(super) fn since(self) -> Instant {
+        self.since
     }
 
-    /// When the acquisition's wait counts from, for the errors that say how long it waited:
-    /// the instant its patience counts from, or now.
-    pub(super) fn counted_from(self) -> Instant {
-        match self {
-            Self::DefaultSince(start) | Self::TimeoutSince(_, start) => start,
-            Self::Default | Self::Timeout(_) | Self::Once => Instant::now(),
-        }
-    }
-
-    /// The patience for each step of an acquisition made of several, starting now: a timeout
-    /// counts for all the steps together, each step getting what is left of it.
-    pub(crate) fn shared_by_steps(self) -> impl Fn() -> Self {
-        let now = Instant::now();
-        let deadline = match self {
-            Self::Timeout(timeout) => Some(now + timeout),
-            Self::TimeoutSince(timeout, start) => Some(start + timeout),
-            Self::Default | Self::Once | Self::DefaultSince(_) => None,
-        };
-        let shared = match self {
-            Self::Default => Self::DefaultSince(now),
-            other => other,
-        };
-        move || match deadline {
-            Some(deadline) => Self::Timeout(deadline.saturating_duration_since(Instant::now())),
-            None => shared,
-        }
-    }
-
-    /// When an acquisition starting now on a client with `default_timeout` must give up.
+    /// When an acquisition on a client with `default_timeout` must give up.
     pub(super) fn deadline(self, default_timeout: Option<Duration>) -> Deadline {
-        let (timeout, counted_from) = match self {
-            Self::Default => (default_timeout, Instant::now()),
-            Self::Timeout(timeout) => (Some(timeout), Instant::now()),
-            Self::TimeoutSince(timeout, start) => (Some(timeout), start),
-            Self::Once => return Deadline::FirstAttempt,
-            Self::DefaultSince(start) => (default_timeout, start),
+        let timeout = match self.limit {
+            Limit::ClientDefault => default_timeout,
+            Limit::Timeout(timeout) => Some(timeout),
+            Limit::OneAttempt => return Deadline::FirstAttempt,
         };
         match timeout {
             None => Deadline::Never,
             Some(timeout) if timeout.is_zero() => Deadline::FirstAttempt,
-            Some(timeout) => Deadline::At(counted_from + timeout),
+            Some(timeout) => Deadline::At(self.since + timeout),
         }
     }
 }
@@ -156,6 +129,43 @@ impl Deadline {
             Self::At(deadline) if now >= deadline => None,
             Self::At(deadline) => Some(deadline.min(now + pause)),
             Self::Never => Some(now + pause),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A step of an acquisition made of several (a multi-lock's member) asked after the call's
+    /// timeout passed still waits until that deadline, which has passed: it times out. It is not
+    /// a single attempt, which would say `Busy` instead.
+    #[test]
+    fn a_late_step_keeps_the_calls_deadline() {
+        let start = Instant::now() - Duration::from_secs(2);
+        let patience = Patience { limit: Limit::Timeout(Duration::from_secs(1)), since: start };
+        assert!(patience.may_wait());
+        assert!(matches!(patience.deadline(None), Deadline::At(at) if at == start + Duration::from_secs(1)));
+        assert!(patience.deadline(None).retry_at(Duration::ZERO).is_none(), "the deadline has passed");
+    }
+
+    #[test]
+    fn the_clients_default_counts_from_the_call_too() {
+        let start = Instant::now() - Duration::from_secs(2);
+        let patience = Patience { limit: Limit::ClientDefault, since: start };
+        assert!(
+            matches!(patience.deadline(Some(Duration::from_secs(5))), Deadline::At(at) if at == start + Duration::from_secs(5))
+        );
+        assert!(matches!(patience.deadline(None), Deadline::Never));
+    }
+
+    #[test]
+    fn a_zero_timeout_and_one_attempt_do_not_wait() {
+        for limit in [Limit::Timeout(Duration::ZERO), Limit::OneAttempt] {
+            let patience = Patience::from_now(limit);
+            assert!(!patience.may_wait());
+            assert!(matches!(patience.deadline(Some(Duration::from_secs(5))), Deadline::FirstAttempt));
+            assert!(patience.call_deadline("/a").is_none(), "nothing to connect within");
         }
     }
 }

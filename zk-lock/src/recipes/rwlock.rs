@@ -74,7 +74,7 @@ impl RwLock {
     ///
     /// Cancel safe: dropping the future at any point removes its queue node (in the background).
     pub async fn read(&self) -> Result<ReadGuard> {
-        self.acquire_read(Patience::Default).await
+        self.acquire_read(Patience::client_default()).await
     }
 
     /// Waits for the read lock for at most `timeout`; zero makes one attempt.
@@ -88,7 +88,7 @@ impl RwLock {
     ///
     /// Cancel safe, as [`read`](Self::read).
     pub async fn read_timeout(&self, timeout: Duration) -> Result<ReadGuard> {
-        self.acquire_read(Patience::Timeout(timeout)).await
+        self.acquire_read(Patience::timeout(timeout)).await
     }
 
     /// Takes the read lock if no writer holds it or waits for it, in one round trip.
@@ -101,7 +101,7 @@ impl RwLock {
     ///
     /// Cancel safe, as [`read`](Self::read).
     pub async fn try_read(&self) -> Result<ReadGuard> {
-        self.acquire_read(Patience::Once).await
+        self.acquire_read(Patience::one_attempt()).await
     }
 
     /// Waits for the write lock, for at most the client's default timeout (none unless
@@ -117,7 +117,7 @@ impl RwLock {
     ///
     /// Cancel safe, as [`read`](Self::read).
     pub async fn write(&self) -> Result<WriteGuard> {
-        self.acquire_write(Patience::Default).await
+        self.acquire_write(Patience::client_default()).await
     }
 
     /// Waits for the write lock for at most `timeout`; zero makes one attempt.
@@ -131,7 +131,7 @@ impl RwLock {
     ///
     /// Cancel safe, as [`read`](Self::read).
     pub async fn write_timeout(&self, timeout: Duration) -> Result<WriteGuard> {
-        self.acquire_write(Patience::Timeout(timeout)).await
+        self.acquire_write(Patience::timeout(timeout)).await
     }
 
     /// Takes the write lock if nobody holds it or waits for it, in one round trip.
@@ -144,18 +144,16 @@ impl RwLock {
     ///
     /// Cancel safe, as [`read`](Self::read).
     pub async fn try_write(&self) -> Result<WriteGuard> {
-        self.acquire_write(Patience::Once).await
+        self.acquire_write(Patience::one_attempt()).await
     }
 
     pub(crate) async fn acquire_read(&self, patience: Patience) -> Result<ReadGuard> {
-        let patience = patience.counted_from_now();
         let client = self.target.client_within(patience).await?;
         let share = self.target.acquire(&client, Recipe::Read, patience).await?;
         Ok(ReadGuard::new(share))
     }
 
     pub(crate) async fn acquire_write(&self, patience: Patience) -> Result<WriteGuard> {
-        let patience = patience.counted_from_now();
         let client = self.target.client_within(patience).await?;
         let share = self.target.acquire(&client, Recipe::Write, patience).await?;
         Ok(WriteGuard::new(share))

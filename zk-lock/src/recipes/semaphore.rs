@@ -134,7 +134,7 @@ impl Semaphore {
     /// Cancel safe: dropping the future at any point removes every node it made (in the
     /// background), and no lease is held.
     pub async fn acquire(&self) -> Result<SemaphorePermit> {
-        self.acquire_one(Patience::Default).await
+        self.acquire_one(Patience::client_default()).await
     }
 
     /// Waits for `n` leases at once, for at most the client's default timeout. They are granted
@@ -148,7 +148,7 @@ impl Semaphore {
     ///
     /// Cancel safe, as [`acquire`](Self::acquire): no lease is kept unless all `n` are granted.
     pub async fn acquire_many(&self, n: u32) -> Result<Vec<SemaphorePermit>> {
-        self.acquire_permits(n, Patience::Default).await
+        self.acquire_permits(n, Patience::client_default()).await
     }
 
     /// Takes one lease if one is free (Curator's `acquire(0, unit)`), in one round trip when
@@ -166,7 +166,7 @@ impl Semaphore {
     ///
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn try_acquire(&self) -> Result<SemaphorePermit> {
-        self.acquire_one(Patience::Once).await
+        self.acquire_one(Patience::one_attempt()).await
     }
 
     /// Takes `n` leases if they are free, one attempt, as [`try_acquire`](Self::try_acquire).
@@ -179,7 +179,7 @@ impl Semaphore {
     ///
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn try_acquire_many(&self, n: u32) -> Result<Vec<SemaphorePermit>> {
-        self.acquire_permits(n, Patience::Once).await
+        self.acquire_permits(n, Patience::one_attempt()).await
     }
 
     /// Waits for one lease for at most `timeout`; a zero timeout makes one attempt, like
@@ -194,7 +194,7 @@ impl Semaphore {
     ///
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<SemaphorePermit> {
-        self.acquire_one(Patience::Timeout(timeout)).await
+        self.acquire_one(Patience::timeout(timeout)).await
     }
 
     /// Waits for `n` leases for at most `timeout`; a zero timeout makes one attempt.
@@ -208,7 +208,7 @@ impl Semaphore {
     ///
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn acquire_many_timeout(&self, n: u32, timeout: Duration) -> Result<Vec<SemaphorePermit>> {
-        self.acquire_permits(n, Patience::Timeout(timeout)).await
+        self.acquire_permits(n, Patience::timeout(timeout)).await
     }
 
     pub(crate) async fn acquire_one(&self, patience: Patience) -> Result<SemaphorePermit> {
@@ -218,7 +218,6 @@ impl Semaphore {
 
     async fn acquire_permits(&self, n: u32, patience: Patience) -> Result<Vec<SemaphorePermit>> {
         self.check_request(n)?;
-        let patience = patience.counted_from_now();
         let client = self.target.client_within(patience).await?;
         let holds = self.acquire_holds(&client, Recipe::Semaphore, n, patience).await?;
         Ok(holds.into_iter().map(|hold| SemaphorePermit::new(Share::new(hold, None))).collect())

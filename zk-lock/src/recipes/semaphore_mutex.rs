@@ -69,7 +69,7 @@ impl SemaphoreMutex {
     /// Cancel safe: dropping the future at any point removes every node it made (in the
     /// background), and no lock is held.
     pub async fn lock(&self) -> Result<SemaphoreMutexGuard> {
-        self.acquire(Patience::Default).await
+        self.acquire(Patience::client_default()).await
     }
 
     /// Waits for the lock for at most `timeout`; a zero timeout makes one attempt, like
@@ -84,7 +84,7 @@ impl SemaphoreMutex {
     ///
     /// Cancel safe, as [`lock`](Self::lock).
     pub async fn lock_timeout(&self, timeout: Duration) -> Result<SemaphoreMutexGuard> {
-        self.acquire(Patience::Timeout(timeout)).await
+        self.acquire(Patience::timeout(timeout)).await
     }
 
     /// Takes the lock if it is free, in one round trip when nobody else is acquiring it. Of
@@ -100,13 +100,12 @@ impl SemaphoreMutex {
     ///
     /// Cancel safe, as [`lock`](Self::lock).
     pub async fn try_lock(&self) -> Result<SemaphoreMutexGuard> {
-        self.acquire(Patience::Once).await
+        self.acquire(Patience::one_attempt()).await
     }
 
     pub(crate) async fn acquire(&self, patience: Patience) -> Result<SemaphoreMutexGuard> {
         self.semaphore.check_request(1)?;
         let target = &self.semaphore.target;
-        let patience = patience.counted_from_now();
         let client = target.client_within(patience).await?;
         if let Reentry::Refuse(reason) = reentry::decide(&client, Recipe::SemaphoreMutex, self.path()) {
             return Err(reentry::refused(self.path(), reason));

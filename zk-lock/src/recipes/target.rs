@@ -7,7 +7,6 @@ use std::panic::Location;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
 use zookeeper_client::Acls;
 
 use super::acquire_loop;
@@ -116,10 +115,10 @@ impl LockTarget {
     }
 
     /// The client given at construction, or the registry's default, for an acquisition with
-    /// `patience`: a timeout counted from the call's start (`Patience::counted_from_now`) bounds
-    /// connecting the default client too. The path is checked first, so a bad path is reported
-    /// before the default client is connected; a closed client is refused before anything (a
-    /// re-entry, a downgrade) is asked of it.
+    /// `patience`: a timeout, counted from the public call, bounds connecting the default client
+    /// too. The path is checked first, so a bad path is reported before the default client is
+    /// connected; a closed client is refused before anything (a re-entry, a downgrade) is asked
+    /// of it.
     pub(crate) async fn client_within(&self, patience: Patience) -> Result<Client> {
         match self.ready_client() {
             Some(ready) => ready,
@@ -140,7 +139,7 @@ impl LockTarget {
 
     /// Connects the registry's default client, within `patience`.
     async fn connect_default_within(&self, patience: Patience) -> Result<Client> {
-        let client = registry::default_client_by(patience.call_deadline(&[&self.path])).await?;
+        let client = registry::default_client_by(patience.call_deadline(&self.path)).await?;
         self.usable(client)
     }
 
@@ -192,12 +191,11 @@ impl LockTarget {
                 if lock_order::lock_order_checking() {
                     trace::waits_for_a_loan(&self.path);
                 }
-                let started = Instant::now();
                 // Boxed: a rare wait, which inline would swell every acquisition's future.
                 let borrowed = Box::pin(deadline.limit(lender.borrow())).await;
                 borrowed.ok_or_else(|| Error::Timeout {
                     path: self.path.clone(),
-                    waited: started.elapsed(),
+                    waited: patience.since().elapsed(),
                     // The wait was for a loan: a trace event says so.
                     held_by_this_task: false,
                 })?
