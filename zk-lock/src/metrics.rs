@@ -5,7 +5,6 @@
 //! Names and labels are part of the public contract (docs/guide.md, "Metrics"). Without the
 //! feature every function here is empty.
 
-use std::future::Future;
 use std::time::Duration;
 
 use crate::error::{Error, LostReason};
@@ -69,16 +68,11 @@ fn reason_label(reason: LostReason) -> &'static str {
 
 /// One acquisition, counted as waiting from [`Waiting::start`] until [`Waiting::end`] or until
 /// it is dropped (a cancelled acquisition stops waiting too, and is counted as nothing else).
-/// The places in line it is told while [`track`](Waiting::track)ed go into
-/// [`QUEUE_PLACE`] until then.
 #[derive(Debug)]
 pub(crate) struct Waiting {
     /// Kept only with the feature: without it, a waiting acquisition carries nothing for it.
     #[cfg(feature = "metrics")]
     labels: Labels,
-    /// Its entry in the queue places' record, once it was told a place.
-    #[cfg(feature = "metrics")]
-    told: Option<places::Waiter>,
 }
 
 impl Waiting {
@@ -86,28 +80,13 @@ impl Waiting {
         #[cfg(feature = "metrics")]
         {
             ::metrics::gauge!(WAITING, "recipe" => labels.recipe, "template" => labels.template).increment(1.0);
-            Self { labels, told: None }
+            Self { labels }
         }
         #[cfg(not(feature = "metrics"))]
         {
             let _ = labels;
             Self {}
         }
-    }
-
-    /// Runs `acquire`, the acquisition's work: the places in line it is told while polled
-    /// ([`queue_place`], called from inside its poll) are this waiter's, taken off the gauge when
-    /// it stops waiting.
-    #[cfg(feature = "metrics")]
-    pub(crate) async fn track<F: Future>(&mut self, acquire: F) -> F::Output {
-        let mut acquire = std::pin::pin!(acquire);
-        std::future::poll_fn(|cx| places::polling(&mut self.told, || acquire.as_mut().poll(cx))).await
-    }
-
-    /// Runs `acquire`: without the feature nobody takes the places in line.
-    #[cfg(not(feature = "metrics"))]
-    pub(crate) fn track<F: Future>(&mut self, acquire: F) -> F {
-        acquire
     }
 
     /// The acquisition ended with `result` after `waited`.
@@ -130,7 +109,48 @@ impl Waiting {
 impl Drop for Waiting {
     fn drop(&mut self) {
         ::metrics::gauge!(WAITING, "recipe" => self.labels.recipe, "template" => self.labels.template).decrement(1.0);
-        if let Some(waiter) = self.told.take() {
+    }
+}
+
+/// One waiter's places in line on the [`QUEUE_PLACE`] gauge: told through
+/// [`told`](Self::told), taken off the gauge when it is dropped (the waiter was granted, gave up
+/// or was cancelled).
+#[derive(Debug)]
+pub(crate) struct QueuePlaces {
+    /// Kept only with the feature: without it, a waiter carries nothing for it.
+    #[cfg(feature = "metrics")]
+    labels: Labels,
+    /// The waiter's entry in the record, once it was told a place.
+    #[cfg(feature = "metrics")]
+    waiter: std::sync::OnceLock<places::Waiter>,
+}
+
+impl QueuePlaces {
+    pub(crate) fn new(labels: Labels) -> Self {
+        #[cfg(feature = "metrics")]
+        {
+            Self { labels, waiter: std::sync::OnceLock::new() }
+        }
+        #[cfg(not(feature = "metrics"))]
+        {
+            let _ = labels;
+            Self {}
+        }
+    }
+
+    /// The waiter learnt it is `place` in line.
+    pub(crate) fn told(&self, place: usize) {
+        #[cfg(feature = "metrics")]
+        places::told(self.labels, place, &self.waiter);
+        #[cfg(not(feature = "metrics"))]
+        let _ = place;
+    }
+}
+
+#[cfg(feature = "metrics")]
+impl Drop for QueuePlaces {
+    fn drop(&mut self) {
+        if let Some(&waiter) = self.waiter.get() {
             places::left(self.labels, waiter);
         }
     }
@@ -162,37 +182,20 @@ pub(crate) fn held_ended(labels: Labels, lost: Option<LostReason>, held_for: Dur
     let _ = (labels, lost.map(reason_label), held_for);
 }
 
-/// A waiter learnt it is `place` in line: the waiter whose acquisition is being polled on this
-/// thread ([`Waiting::track`]).
-pub(crate) fn queue_place(labels: Labels, place: usize) {
-    #[cfg(feature = "metrics")]
-    places::told(labels, place);
-    #[cfg(not(feature = "metrics"))]
-    let _ = (labels, place);
-}
-
 /// The record behind [`QUEUE_PLACE`]: for each recipe and template, the latest place told to
 /// each waiter still waiting, in the order they were told. The gauge shows the latest of them,
 /// or 0. Only waiters that were told a place are in it (an acquisition granted at once never
 /// is), so an uncontended acquisition never locks it.
 #[cfg(feature = "metrics")]
 mod places {
-    use std::cell::Cell;
     use std::collections::BTreeMap;
-    use std::sync::{Mutex, PoisonError};
-    use std::task::Poll;
+    use std::sync::{Mutex, OnceLock, PoisonError};
 
     use super::{Labels, QUEUE_PLACE};
 
     /// A waiter in the record: the number of its first report.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
     pub(super) struct Waiter(u64);
-
-    thread_local! {
-        /// The waiter whose acquisition is being polled on this thread, if any: `Some(None)`
-        /// until it was told a place.
-        static POLLED: Cell<Option<Option<Waiter>>> = const { Cell::new(None) };
-    }
 
     /// The places of one recipe and template.
     #[derive(Debug, Default)]
@@ -219,30 +222,12 @@ mod places {
         ::metrics::gauge!(QUEUE_PLACE, "recipe" => labels.recipe, "template" => labels.template).set(place as f64);
     }
 
-    /// Polls an acquisition (`poll`) as the waiter `told`, which its reports fill in.
-    pub(super) fn polling<T>(told: &mut Option<Waiter>, poll: impl FnOnce() -> Poll<T>) -> Poll<T> {
-        /// Puts back the waiter polled outside, even if `poll` panics.
-        struct Restore(Option<Option<Waiter>>);
-        impl Drop for Restore {
-            fn drop(&mut self) {
-                POLLED.set(self.0);
-            }
-        }
-        let _restore = Restore(POLLED.replace(Some(*told)));
-        let polled = poll();
-        *told = POLLED.get().flatten();
-        polled
-    }
-
-    /// The waiter being polled was told `place`. A report from outside an acquisition's poll
-    /// has nobody to take it off again, and is left out.
-    pub(super) fn told(labels: Labels, place: usize) {
-        let Some(told) = POLLED.get() else { return };
+    /// The waiter `waiter` (which its first report fills in) was told `place`.
+    pub(super) fn told(labels: Labels, place: usize, waiter: &OnceLock<Waiter>) {
         let mut places_told = TOLD.lock().unwrap_or_else(PoisonError::into_inner);
         let report = places_told.reports;
         places_told.reports += 1;
-        let waiter = told.unwrap_or(Waiter(report));
-        POLLED.set(Some(Some(waiter)));
+        let waiter = *waiter.get_or_init(|| Waiter(report));
         let places = places_told.places.entry(labels).or_default();
         if let Some(earlier) = places.latest_of.insert(waiter, report) {
             places.by_report.remove(&earlier);

@@ -5,12 +5,13 @@
 use std::future::Future;
 use std::time::Instant;
 
+use futures::FutureExt;
 use tracing::field::Empty;
 use tracing::Instrument;
 
 use crate::error::{LostReason, Result};
 use crate::layout::Recipe;
-use crate::metrics::{self, Labels, Waiting};
+use crate::metrics::{self, Labels, QueuePlaces, Waiting};
 
 /// The target of every span and event, so `RUST_LOG=zk_lock=debug` selects them all.
 pub(crate) const TARGET: &str = "zk_lock";
@@ -27,7 +28,7 @@ pub(crate) fn acquisition<T>(
     acquire: impl Future<Output = Result<T>>,
 ) -> impl Future<Output = Result<T>> {
     let recipe = recipe.as_str();
-    let mut waiting = Waiting::start(Labels { recipe, template });
+    let waiting = Waiting::start(Labels { recipe, template });
     let span = tracing::debug_span!(
         target: TARGET,
         "zk_lock.acquire",
@@ -37,9 +38,9 @@ pub(crate) fn acquisition<T>(
         fencing_token = Empty
     );
     let started = Instant::now();
-    async move {
-        // The places in line told meanwhile are this waiter's, taken off when it stops waiting.
-        let outcome = waiting.track(acquire.instrument(span.clone())).await;
+    // A combinator, not an `async` block: a block would keep `acquire` twice, as what it
+    // captured and as what it awaits, in every waiting acquisition.
+    acquire.instrument(span.clone()).map(move |outcome| {
         waiting.end(&outcome, started.elapsed());
         let waited_ms = millis(started);
         span.in_scope(|| match &outcome {
@@ -47,7 +48,7 @@ pub(crate) fn acquisition<T>(
             Err(error) => tracing::debug!(target: TARGET, waited_ms, %error, "lock not acquired"),
         });
         outcome
-    }
+    })
 }
 
 /// The task starting to acquire `path` holds it already, outside the acquiring code (seen while
@@ -93,15 +94,15 @@ pub(crate) fn queue_places_observed() -> bool {
 }
 
 /// A waiter learnt it is `place` in line (`said`, as `QueuePosition` reads), behind `holder`
-/// (its description or node, and how long its node has existed) when it read the holder's node.
+/// (its description or node, and how long its node has existed) when it read the holder's node;
+/// its `places` on the gauge show it.
 pub(crate) fn queue_place(
-    recipe: Recipe,
-    template: &'static str,
+    places: &QueuePlaces,
     place: usize,
     holder: Option<(String, u64)>,
     said: &dyn std::fmt::Display,
 ) {
-    crate::metrics::queue_place(Labels { recipe: recipe.as_str(), template }, place);
+    places.told(place);
     let (holder, held_ms) = holder.unzip();
     tracing::debug!(target: TARGET, place, holder, held_ms, "{said}");
 }

@@ -23,6 +23,7 @@ use crate::holds::scope::{self, Enclosing};
 use crate::holds::{HeldNode, Share};
 use crate::layout::Recipe;
 use crate::lock_order::{self, OrderedLock};
+use crate::metrics::{Labels, QueuePlaces};
 use crate::path::validate_lock_path;
 use crate::registry;
 use crate::session::Session;
@@ -222,12 +223,13 @@ impl LockTarget {
             Reentry::Refuse(reason) => return Err(reentry::refused(&self.path, reason)),
         }
         let data = self.node_data();
+        let places = QueuePlaces::new(Labels { recipe: recipe.as_str(), template: self.template() });
         let report = |position: &QueuePosition| {
             let holder = position.holder.as_ref().map(|holder| {
                 let who = holder.description.as_ref().map_or_else(|| holder.node_name.clone(), ToString::to_string);
                 (who, holder.held_for.as_millis() as u64)
             });
-            trace::queue_place(recipe, self.template(), position.place, holder, position);
+            trace::queue_place(&places, position.place, holder, position);
             if let Some(report) = &self.positions {
                 report(position);
             }
