@@ -117,9 +117,9 @@ pub enum Command {
     /// Every lock under PATH (or PATH itself) with its recipe and how many hold and wait
     ///
     /// Nodes it may not read (another application's, behind an ACL) are skipped and listed after
-    /// the table; so are locks whose path is over the 1024 bytes a lock path may have (zk-lock
-    /// cannot inspect them) and nodes whose path is that long already, below which it does not
-    /// walk. Stderr says so once; the exit code stays 0.
+    /// the table; so are locks whose path is longer than a lock path may be (zk-lock cannot
+    /// inspect them) and nodes whose path is that long already, below which it does not walk,
+    /// each with the rule it breaks. Stderr says so once; the exit code stays 0.
     ///
     /// With --json: {"path", "exists", "locks": [{"path", "kind", "holders", "waiters",
     /// "unknown"}], "unreadable": [path...], "not_shown": [{"path", "path_length", "lock",
@@ -165,7 +165,7 @@ fn explain(mut error: clap::Error) -> clap::Error {
 
 /// `--timeout`: a duration with units, like `500ms`, `5s`, `1.5s`, `1m30s`, `1m 30s` or `2h`,
 /// more than zero. humantime's syntax, the one of the attributes' `timeout` and `max_hold`
-/// (zk-lock-macros parses them with humantime too; the tests check both on the same strings).
+/// (zk-lock-macros parses them with the same humantime, a workspace dependency).
 fn parse_timeout(text: &str) -> Result<Duration, String> {
     match humantime::parse_duration(text) {
         Ok(duration) if duration.is_zero() => Err("zero gives up at once; give it some time, like 5s".into()),
@@ -181,8 +181,9 @@ const MIN_INTERVAL: Duration = Duration::from_millis(100);
 fn parse_interval(text: &str) -> Result<Duration, String> {
     match humantime::parse_duration(text) {
         Ok(interval) if interval < MIN_INTERVAL => Err(format!(
-            "{} is too often: at least 100ms, since each refresh reads the lock and asks the server for `dump`",
-            humantime::format_duration(interval)
+            "{} is too often: at least {}, since each refresh reads the lock and asks the server for `dump`",
+            humantime::format_duration(interval),
+            humantime::format_duration(MIN_INTERVAL)
         )),
         Ok(interval) => Ok(interval),
         Err(e) => Err(format!("{e}; like 500ms, 1s or 1m")),

@@ -70,31 +70,66 @@ pub fn escape_lines(text: &str) -> Cow<'_, str> {
     Cow::Owned(text.split('\n').map(escape).collect::<Vec<_>>().join("\n"))
 }
 
-/// [`escape`]d `text`, cut to at most `max` characters, ending in `...` if cut; an escape is
-/// never cut in two.
-fn escape_within(text: &str, max: usize) -> String {
-    let escaped = escape(text);
-    if escaped.chars().count() <= max {
-        return escaped.into_owned();
+/// Where [`shorten`] cuts a text that is too long; `...` stands for what it leaves out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cut {
+    /// Keeps the start: data, read from its beginning.
+    End,
+    /// Keeps the start and the last third: a path, whose start names where it is and whose end
+    /// which node.
+    Middle,
+}
+
+/// How [`shorten`] writes the characters it keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shown {
+    /// [`escape`]d, for a line of text.
+    Escaped,
+    /// As they are, for `--json`, which carries the exact text ([`json_text`] makes it safe).
+    Exact,
+}
+
+/// `text` written as `shown` says, then cut to at most `max` characters (`max` at least 10)
+/// where `cut` says, with `...` for what is left out. Escaping comes first, so the escapes
+/// count toward `max`; the cut falls between characters of `text`, so an escape is never cut
+/// in two (it is left out whole when it does not fit). The one way the command shortens text.
+pub fn shorten(text: &str, max: usize, cut: Cut, shown: Shown) -> Cow<'_, str> {
+    // The pieces from one end of the text that fit in `room` characters. The two ends never
+    // meet: together they have room for less than the whole.
+    fn fit(pieces: impl Iterator<Item = String>, room: usize) -> Vec<String> {
+        let mut used = 0;
+        pieces
+            .take_while(|piece| {
+                used += piece.chars().count();
+                used <= room
+            })
+            .collect()
     }
-    let (mut out, mut shown) = (String::new(), 0);
-    let mut piece = String::new();
-    for c in text.chars() {
-        piece.clear();
-        match is_unsafe(c) {
+    let whole = match shown {
+        Shown::Escaped => escape(text),
+        Shown::Exact => Cow::Borrowed(text),
+    };
+    if whole.chars().count() <= max {
+        return whole;
+    }
+    let tail_max = match cut {
+        Cut::End => 0,
+        Cut::Middle => max / 3,
+    };
+    let head_max = max.saturating_sub(tail_max + 3);
+    // Each character of `text` as written: one piece, kept whole or left out.
+    let piece = |c: char| {
+        let mut piece = String::new();
+        match shown == Shown::Escaped && is_unsafe(c) {
             true => push_escaped(&mut piece, c),
             false => piece.push(c),
         }
-        // Escapes are ASCII: their length in bytes is their length in characters.
-        let len = if is_unsafe(c) { piece.len() } else { 1 };
-        if shown + len > max - 3 {
-            break;
-        }
-        out.push_str(&piece);
-        shown += len;
-    }
-    out.push_str("...");
-    out
+        piece
+    };
+    let head = fit(text.chars().map(piece), head_max);
+    let mut tail = fit(text.chars().rev().map(piece), tail_max);
+    tail.reverse();
+    Cow::Owned(format!("{}...{}", head.concat(), tail.concat()))
 }
 
 /// `value` as JSON text (indented with `pretty`) that is also safe on a terminal: JSON escapes
@@ -247,7 +282,7 @@ pub fn describe(p: &Participant) -> String {
         return "-".to_owned();
     }
     match std::str::from_utf8(&p.data) {
-        Ok(text) => escape_within(text, MAX_DATA_SHOWN),
+        Ok(text) => shorten(text, MAX_DATA_SHOWN, Cut::End, Shown::Escaped).into_owned(),
         Err(_) => format!("({} bytes of data)", p.data.len()),
     }
 }
@@ -392,11 +427,42 @@ mod tests {
 
     #[test]
     fn other_data_is_cut_without_cutting_an_escape() {
-        assert_eq!(escape_within("short", 60), "short");
-        assert_eq!(escape_within(&"a".repeat(61), 60), format!("{}...", "a".repeat(57)));
-        let cut = escape_within(&format!("{}\x1b[2J", "a".repeat(55)), 60);
-        assert_eq!(cut, format!("{}...", "a".repeat(55)), "the escape would not fit whole");
-        assert_eq!(escape_within(HOSTILE, 60).chars().count(), 60);
+        let cut = |text: &str| shorten(text, 60, Cut::End, Shown::Escaped).into_owned();
+        assert_eq!(cut("short"), "short");
+        assert_eq!(cut(&"a".repeat(61)), format!("{}...", "a".repeat(57)));
+        assert_eq!(
+            cut(&format!("{}\x1b[2J", "a".repeat(55))),
+            format!("{}...", "a".repeat(55)),
+            "the escape would not fit whole"
+        );
+        assert_eq!(cut(HOSTILE).chars().count(), 60);
+    }
+
+    #[test]
+    fn long_paths_are_cut_in_the_middle_on_character_boundaries() {
+        assert_eq!(shorten("/a/b", 10, Cut::Middle, Shown::Escaped), "/a/b");
+        let long = format!("/{}", "é".repeat(40));
+        for shown in [Shown::Escaped, Shown::Exact] {
+            let cut = shorten(&long, 12, Cut::Middle, shown);
+            assert_eq!(cut, "/éééé...éééé");
+            assert_eq!(cut.chars().count(), 12);
+        }
+    }
+
+    /// Shortened first, 40 characters fit in 60 and then escape to 100: the limit is for what
+    /// is printed. Each `\x1b` here is kept or left out whole.
+    #[test]
+    fn text_is_escaped_first_then_shortened() {
+        let text = "a\x1b".repeat(20);
+        assert_eq!(escape(&text).chars().count(), 100);
+        let cut = shorten(&text, 60, Cut::Middle, Shown::Escaped);
+        assert_eq!(cut, format!("{}a...{}", "a\\x1b".repeat(7), "a\\x1b".repeat(4)));
+        assert!(cut.chars().count() <= 60, "{cut}");
+        let cut = shorten(&text, 60, Cut::End, Shown::Escaped);
+        assert_eq!(cut, format!("{}a...", "a\\x1b".repeat(11)));
+        // `--json` carries the exact text: only its length is cut.
+        assert_eq!(shorten(&text, 60, Cut::Middle, Shown::Exact), text);
+        assert_eq!(shorten(&text, 30, Cut::End, Shown::Exact), format!("{}...", "a\x1b".repeat(13) + "a"));
     }
 
     #[test]

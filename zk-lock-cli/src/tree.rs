@@ -34,8 +34,9 @@ struct Walk {
     locks: BTreeSet<String>,
     /// The nodes below the root that this client may not list or read (ZooKeeper's NoAuth).
     unreadable: BTreeSet<String>,
-    /// The nodes over [`MAX_PATH_LEN`] bytes that have children, which were not walked.
-    not_walked: BTreeSet<String>,
+    /// The nodes over [`MAX_PATH_LEN`] bytes that have children, which were not walked; the
+    /// locks that are no valid lock path join them.
+    not_shown: NotShown,
 }
 
 /// Runs `tree`. Nodes below `root` that the client may not read (another application's, with an
@@ -46,7 +47,7 @@ pub async fn run(client: &Client, root: &str) -> Result<Report, CliError> {
     if root != "/" {
         zk_lock::path::validate_lock_path(root).map_err(|e| CliError::from_lock(root, e))?;
     }
-    let Some(Walk { locks: candidates, mut unreadable, not_walked }) = find_locks(client, root).await? else {
+    let Some(Walk { locks: candidates, mut unreadable, mut not_shown }) = find_locks(client, root).await? else {
         return Ok(Report {
             text: String::new(),
             json: json!({ "path": root, "exists": false, "locks": [], "unreadable": [], "not_shown": [] }),
@@ -54,15 +55,10 @@ pub async fn run(client: &Client, root: &str) -> Result<Report, CliError> {
             warning: None,
         });
     };
-    let mut not_shown = NotShown::default();
-    for path in not_walked {
-        not_shown.below(path);
-    }
     let mut locks = Vec::new();
     for path in candidates {
         // `inspect` refuses such a path as a usage error; here it is one node among many.
-        if let Err(zk_lock::Error::InvalidPath { reason, .. }) = zk_lock::path::validate_lock_path(&path) {
-            let rule = not_shown::too_long(&path).unwrap_or(reason);
+        if let Some(rule) = broken_rule(&path) {
             not_shown.lock(path, rule);
             continue;
         }
@@ -125,7 +121,9 @@ async fn find_locks(client: &Client, root: &str) -> Result<Option<Walk>, CliErro
                 // down it all, then fail for its lock's path).
                 if path.len() > MAX_PATH_LEN {
                     if children.iter().any(|name| !has_sequence(name)) {
-                        walk.not_walked.insert(path.clone());
+                        if let Some(rule) = broken_rule(path) {
+                            walk.not_shown.below(path.clone(), rule);
+                        }
                     }
                     continue;
                 }
@@ -140,6 +138,17 @@ async fn find_locks(client: &Client, root: &str) -> Result<Option<Walk>, CliErro
         level = next;
     }
     Ok(Some(walk))
+}
+
+/// The rule of lock paths that `path` breaks, in zk-lock's words (those of
+/// [`zk_lock::path::validate_lock_path`]), or `None` if it is a valid lock path. For a node of
+/// the walk over [`MAX_PATH_LEN`] bytes, the rule is its length (checked before its segments).
+fn broken_rule(path: &str) -> Option<String> {
+    match zk_lock::path::validate_lock_path(path) {
+        Err(zk_lock::Error::InvalidPath { reason, .. }) => Some(reason),
+        Err(other) => Some(other.to_string()),
+        Ok(()) => None,
+    }
 }
 
 /// The lock that a node with lock-node children belongs to: the semaphore above it for
@@ -220,9 +229,10 @@ fn report(root: &str, locks: &[Lock], unreadable: &BTreeSet<String>, not_shown: 
     if !not_shown.is_empty() {
         let nodes = plural(not_shown.len(), "node");
         text.push_str(&format!("; {nodes} {}", not_shown.summary()));
+        // The rule each breaks is on its line, in zk-lock's words: not restated here.
         warnings.push(format!(
-            "{nodes} under {root} {}: a lock path has at most {MAX_PATH_LEN} bytes; they are listed after the \
-             table (`not_shown` with --json)",
+            "{nodes} under {root} {}: they are listed after the table with the rule each path breaks \
+             (`not_shown` with --json)",
             not_shown.summary()
         ));
     }

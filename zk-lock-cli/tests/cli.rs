@@ -1215,6 +1215,14 @@ async fn plant_lock_node(client: &Client, path: &str, data: &[u8]) -> String {
     format!("{path}/n-lock-{sequence}")
 }
 
+/// Why zk-lock refuses `path` as a lock path, in its words.
+fn invalid_path_reason(path: &str) -> String {
+    match zk_lock::path::validate_lock_path(path) {
+        Err(zk_lock::Error::InvalidPath { reason, .. }) => reason,
+        other => panic!("{path}: {other:?}"),
+    }
+}
+
 /// Issue 34 (8): a lock whose path is over the 1,024 bytes of a lock path made `tree` fail
 /// whole (exit code 2, nothing on stdout): anyone who could create a node broke `tree /` for
 /// everyone. Now the rest is shown and that lock is reported, its path cut.
@@ -1233,18 +1241,21 @@ async fn tree_reports_a_lock_whose_path_is_too_long_and_shows_the_rest() {
     assert_eq!(lines[2].split_whitespace().collect::<Vec<_>>(), ["ok", "mutex", "1", "0"], "{text}");
     let reported = lines[3];
     assert!(reported.starts_with(&format!("{root}/xxxx")) && reported.len() < 400, "cut:\n{text}");
-    assert!(reported.contains(&format!("not shown: its path is {} bytes long", long.len())), "{text}");
-    assert!(reported.contains("over the 1024 bytes a lock path may have"), "{text}");
+    // zk-lock's own words for the rule, which name the path's length.
+    let rule = invalid_path_reason(&long);
+    assert!(rule.contains(&format!("{} bytes long", long.len())), "{rule}");
+    assert!(reported.ends_with(&format!(": lock not shown: {rule}")), "{text}");
     assert_eq!(lines[4], format!("1 lock under {root}; 1 node not shown (path too long)"), "{text}");
     let warning = stderr(&output);
     assert!(warning.starts_with(&format!("zk-lock: 1 node under {root} not shown (path too long)")), "{warning}");
+    assert!(warning.contains("listed after the table with the rule each path breaks"), "{warning}");
 
     let doc = zk_lock_json(&["tree", &root]).await;
     let locks: Vec<&str> = doc["locks"].as_array().unwrap().iter().map(|l| l["path"].as_str().unwrap()).collect();
     assert_eq!(locks, [format!("{root}/ok")], "{doc}");
     let not_shown = &doc["not_shown"][0];
     assert_eq!((&not_shown["path"], &not_shown["path_length"]), (&long.clone().into(), &long.len().into()), "{doc}");
-    assert!(not_shown["reason"].as_str().unwrap().contains("over the 1024 bytes a lock path may have"), "{doc}");
+    assert_eq!(not_shown["reason"], format!("lock not shown: {rule}"), "{doc}");
 
     // `/` too: one node does not break it for everyone.
     let everything = zk_lock_json(&["tree", "/"]).await;
@@ -1280,7 +1291,9 @@ async fn tree_stops_a_deep_chain_where_no_lock_can_be_and_shows_the_rest() {
     let text = stdout(&output);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[2].split_whitespace().collect::<Vec<_>>(), ["ok", "mutex", "1", "0"], "{text}");
-    assert!(lines[3].contains(&format!("not walked: its path is {} bytes long", cut.len())), "{text}");
+    let rule = invalid_path_reason(&cut);
+    assert!(rule.contains(&format!("{} bytes long", cut.len())), "{rule}");
+    assert!(lines[3].ends_with(&format!(": not walked, no lock below it can be shown: {rule}")), "{text}");
     assert_eq!(lines[4], format!("1 lock under {root}; 1 node not shown (path too long)"), "{text}");
 
     let doc = zk_lock_json(&["tree", &root]).await;

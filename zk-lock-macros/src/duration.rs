@@ -1,14 +1,15 @@
 //! `timeout = "1m30s"`: durations in humantime's syntax, the one `zk-lock --timeout` takes too.
 //!
 //! [`humantime::parse_duration`] decides what is a duration, so the attributes and the CLI accept
-//! the same strings (`duration_cases.rs` lists examples both crates' tests check). This module
-//! only explains a refusal: what is wrong, and what was probably meant.
+//! the same strings (both use the workspace's humantime). This module only explains a refusal:
+//! what is wrong, and what was probably meant.
 
 use std::time::Duration;
 
 use humantime::DurationError;
 
-/// The units, as shown in messages: the short ones first, largest first, then the others.
+/// The units, as shown in messages: the short ones first, largest first, then the others. A
+/// test checks each against humantime and [`UNITS`].
 const UNIT_LIST: &str =
     "`h`, `m`, `s`, `ms`, `us`, `ns`; also `d`, `w`, `M` for months, `y`, and names like `sec`, `min`, `hours`";
 
@@ -116,57 +117,65 @@ fn corrected(text: &str) -> Option<String> {
     None
 }
 
-/// The short unit an unknown unit most likely means: another case (`Secs`, `MS`), a spelling
-/// humantime lacks (`milliseconds`, `micros`), or a typo in a long name (`minuts`).
+/// The units a suggestion names, smallest first: the short name it writes and the unit in
+/// words. Not humantime's grammar, which decides what parses and knows more spellings (`secs`,
+/// `hr`, `wk`, `msec`...): only what a hint needs that humantime cannot say, which name to
+/// suggest for a unit (humantime reads `"1h"` and `"1hour"` alike) and the words a misspelt or
+/// unsupported name (`minuts`, `milliseconds`) is compared with. A test checks that humantime
+/// reads each short name as its word, and as no other unit.
+const UNITS: [(&str, &str); 10] = [
+    ("ns", "nanosecond"),
+    ("us", "microsecond"),
+    ("ms", "millisecond"),
+    ("s", "second"),
+    ("m", "minute"),
+    ("h", "hour"),
+    ("d", "day"),
+    ("w", "week"),
+    ("M", "month"),
+    ("y", "year"),
+];
+
+/// The short unit an unknown unit most likely means: a unit humantime knows in another case or
+/// number (`Secs`, `MS`, `hrss`), a name it lacks (`milliseconds`, `micros`), or a misspelt
+/// one (`minuts`).
 fn meant(unit: &str) -> Option<&'static str> {
-    let lower = unit.to_lowercase();
-    if let Some(short) = short(&lower) {
+    // The micro sign as `u`, which humantime takes wherever it takes `µ` (`µs`, `us`; `usec`).
+    let lower = unit.to_lowercase().replace('µ', "u");
+    let singular = lower.strip_suffix('s').unwrap_or(&lower);
+    if let Some(short) = [lower.as_str(), singular].into_iter().find_map(same_unit) {
         return Some(short);
     }
-    // Plurals go first: what is left names the unit.
-    let singular = lower.strip_suffix('s').unwrap_or(&lower);
-    let spelled = match singular {
-        "millisecond" | "milli" | "msec" => Some("ms"),
-        "microsecond" | "micro" | "usec" | "µsec" => Some("us"),
-        "nanosecond" | "nano" | "nsec" => Some("ns"),
-        _ => short(singular),
-    };
-    // A one-letter unit is one edit from every other: only long names are guessed at.
-    spelled.or_else(|| {
-        const LONG: [&str; 14] = [
-            "nanos", "millis", "seconds", "second", "minutes", "minute", "hours", "hour", "days", "weeks", "week",
-            "months", "month", "years",
-        ];
-        if lower.chars().count() < 4 {
-            return None;
-        }
-        crate::args::closest(&lower, &LONG).and_then(short)
-    })
+    // A one-letter unit is one edit from every other: only words are guessed at. One that starts
+    // a unit's name (`milli`, `nano`) means that unit; else the name a few edits away, if any.
+    if singular.chars().count() < 4 {
+        return None;
+    }
+    let words = UNITS.map(|(_, word)| word);
+    let word = words
+        .iter()
+        .find(|word| word.starts_with(singular))
+        .copied()
+        .or_else(|| crate::args::closest(singular, &words))?;
+    UNITS.iter().find(|(_, name)| *name == word).map(|(short, _)| *short)
 }
 
-/// The short name of one of humantime's units (`secs` is `s`), if `unit` is one of them.
-fn short(unit: &str) -> Option<&'static str> {
-    Some(match unit {
-        "nanos" | "nsec" | "ns" => "ns",
-        "usec" | "us" | "µs" => "us",
-        "millis" | "msec" | "ms" => "ms",
-        "seconds" | "second" | "secs" | "sec" | "s" => "s",
-        "minutes" | "minute" | "min" | "mins" | "m" => "m",
-        "hours" | "hour" | "hr" | "hrs" | "h" => "h",
-        "days" | "day" | "d" => "d",
-        "weeks" | "week" | "wk" | "wks" | "w" => "w",
-        "months" | "month" | "M" => "M",
-        "years" | "year" | "yr" | "yrs" | "y" => "y",
-        _ => return None,
-    })
+/// The short name of the unit `word` is to humantime (`secs` is `s`), if it is one of its units.
+fn same_unit(word: &str) -> Option<&'static str> {
+    // A word only, so that `1` and the word read as one number with its unit.
+    if word.is_empty() || !word.chars().all(char::is_alphabetic) {
+        return None;
+    }
+    let one = |unit: &str| humantime::parse_duration(&format!("1{unit}")).ok();
+    let length = one(word)?;
+    UNITS.iter().find(|(short, _)| one(short) == Some(length)).map(|(short, _)| *short)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Strings and what they mean, or `None` for a refusal; zk-lock-cli's tests run the same
-    /// list through `--timeout`'s parser.
+    /// Strings and what they mean, or `None` for a refusal.
     const CASES: &[(&str, Option<Duration>)] = include!("duration_cases.rs");
 
     fn ok(text: &str) -> Duration {
@@ -276,6 +285,31 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The hints' units are humantime's: each short name is a unit of its own, the one its word
+    /// names when humantime knows the word; the message lists each, and humantime takes every
+    /// name the message shows.
+    #[test]
+    fn the_units_of_the_hints_are_humantimes() {
+        let one = |unit: &str| humantime::parse_duration(&format!("1{unit}"));
+        let mut shorter = Duration::ZERO;
+        for (short, word) in UNITS {
+            let length = one(short).unwrap_or_else(|e| panic!("{short}: {e}"));
+            assert!(length > shorter, "{short}: smallest first, each a unit of its own");
+            shorter = length;
+            if let Ok(named) = one(word) {
+                assert_eq!(named, length, "{word}");
+            }
+            assert_eq!(same_unit(short), Some(short));
+            assert!(UNIT_LIST.contains(&format!("`{short}`")), "{short} missing from the list");
+        }
+        for name in UNIT_LIST.split('`').skip(1).step_by(2) {
+            assert!(one(name).is_ok(), "{name}");
+        }
+        assert_eq!(same_unit("5s"), None, "a word only");
+        assert_eq!(meant("µSecs"), Some("us"));
+        assert_eq!(meant("Seco"), Some("s"));
     }
 
     #[test]

@@ -1,6 +1,5 @@
 // Durations and what they mean (`None`: refused), in the one syntax of the workspace: humantime's.
-// Not a module: the tests of `duration.rs` here and of zk-lock-cli's `src/args.rs` (`--timeout`)
-// both `include!` this list, so the attributes and the CLI are checked to agree on each string.
+// Not a module: the tests of `duration.rs` `include!` this list.
 &[
     ("5s", Some(Duration::from_secs(5))),
     ("0s", Some(Duration::ZERO)),
