@@ -39,6 +39,9 @@ pub(crate) struct OwnedNode {
     /// its `create` never arrived.
     path: ChildPath,
     named: bool,
+    /// Made for a hold that came without a claim: nobody else removes it, so letting the hold
+    /// go does. (Here rather than in `Entry`, where it would cost every entry 8 bytes more.)
+    unclaimed: bool,
 }
 
 impl OwnedNode {
@@ -74,9 +77,6 @@ impl OwnedNode {
 struct Entry {
     node: OwnedNode,
     held: Option<Arc<HeldStatus>>,
-    /// Made for a hold that came without a claim: nobody else removes it, so letting the hold
-    /// go does.
-    unclaimed: bool,
 }
 
 /// The table of one session.
@@ -106,8 +106,8 @@ impl NodeTable {
         let id = self.next_id;
         self.next_id += 1;
         if !self.ended {
-            let node = OwnedNode { path: prefix.clone(), named: false };
-            self.entries.insert(id, Entry { node, held: None, unclaimed: false });
+            let node = OwnedNode { path: prefix.clone(), named: false, unclaimed: false };
+            self.entries.insert(id, Entry { node, held: None });
         }
         id
     }
@@ -160,8 +160,8 @@ impl NodeTable {
                 let id = self.next_id;
                 self.next_id += 1;
                 if !self.ended {
-                    let node = OwnedNode { path: ChildPath::of(status.node_path()), named: true };
-                    self.entries.insert(id, Entry { node, held: None, unclaimed: true });
+                    let node = OwnedNode { path: ChildPath::of(status.node_path()), named: true, unclaimed: true };
+                    self.entries.insert(id, Entry { node, held: None });
                 }
                 id
             }
@@ -176,7 +176,7 @@ impl NodeTable {
     /// The node of entry `id` is held no more: released, or lost and let go.
     pub(super) fn let_go(&mut self, id: u64) {
         match self.entries.get_mut(&id) {
-            Some(entry) if entry.unclaimed => {
+            Some(entry) if entry.node.unclaimed => {
                 self.entries.remove(&id);
             }
             Some(entry) => entry.held = None,
