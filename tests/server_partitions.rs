@@ -26,6 +26,9 @@ use zookeeper_client::{Acls, CreateMode};
 
 #[path = "server_partitions/curator.rs"]
 mod curator;
+#[allow(dead_code, reason = "the rest of it is for tests/recipes, which runs CuratorPeer.java")]
+#[path = "recipes/support/java_peer.rs"]
+mod java_peer;
 #[path = "recipes/support/one_lock.rs"]
 mod one_lock;
 
@@ -121,7 +124,7 @@ async fn told_first(recipe: Recipe, fault: Fault, session: Duration) -> Outcome 
         let guard = recipe.take(&waiter, &waiter_path, PATIENCE).await.expect("the other client is granted");
         (Instant::now(), guard)
     });
-    wait_for_children(&other, &recipe.queue(&path), |nodes| nodes.len() >= 2).await.expect("the other waits");
+    recipe.until_someone_waits(&other, &path).await;
     // The holder has held for a whole session timeout when the fault comes, as a lock held for a
     // while would have: its session's proof of renewal is then in its steady state, trailing the
     // last answer by four heartbeats (a younger session's proof is its connect request).

@@ -18,7 +18,7 @@ use zk_lock::testing::TestingCluster;
 use crate::native::{self, Res};
 use crate::peer::{Measured, Peer};
 use crate::report::Record;
-use crate::stats::Servers;
+use crate::stats::{Server, Servers};
 use crate::{target_dir, ClientId, Ctx};
 
 /// Servers in the ensemble.
@@ -109,9 +109,9 @@ impl Ensemble {
         (0..self.members.len()).find(|&i| i != self.leader).unwrap_or(0)
     }
 
-    /// The pid of member `i`'s JVM.
-    pub fn pid(&self, i: usize) -> Option<u32> {
-        self.cluster.pid(i)
+    /// Member `i`: its client address and its JVM's pid.
+    pub fn member(&self, i: usize) -> Server {
+        Server { addr: self.members[i], pid: self.cluster.pid(i) }
     }
 
     /// Quits its peers and stops its servers.

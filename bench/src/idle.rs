@@ -30,7 +30,7 @@ use crate::alloc::live_bytes;
 use crate::native::{self, err, Native, Res, SETTLE};
 use crate::procstat::{written, Cpu, Sockets};
 use crate::report::{self, Record};
-use crate::stats::Counters;
+use crate::stats::{Counters, Server};
 use crate::{ClientId, Ctx};
 
 /// Session timeout of every idle session, as in the issue.
@@ -58,14 +58,6 @@ const DELETES_IN_FLIGHT: usize = 256;
 /// How long taking `n` locks may take: a minute, plus 5 ms a lock.
 fn take_limit(n: usize) -> Duration {
     Duration::from_secs(60) + Duration::from_millis(5 * n as u64)
-}
-
-/// The server of the run, as the window reads it.
-#[derive(Debug, Clone, Copy)]
-struct Server {
-    addr: SocketAddr,
-    /// The server JVM's pid; without it there is no server CPU figure.
-    pid: Option<u32>,
 }
 
 /// Locks held in the unmeasured warm-up case of each client.
@@ -97,10 +89,7 @@ pub async fn row(ctx: &mut Ctx<'_>) {
             let record = match case(ctx, client, held, &format!("n{held}"), length).await {
                 Ok((result, cleaned)) => {
                     let mut record = report::idle(client.name(), held, &result);
-                    if let Err(e) = cleaned {
-                        let notes = record.note.take().into_iter().chain([format!("clean-up: {e}")]);
-                        record.note = Some(notes.collect::<Vec<_>>().join("; "));
-                    }
+                    record.note_clean_up(cleaned);
                     record
                 }
                 Err(e) => Record::failed("idle", format!("N={held}"), client.name(), e),
@@ -127,7 +116,7 @@ pub async fn row(ctx: &mut Ctx<'_>) {
 /// One case of one client, on `/bench/<client>/idle/<slug>`: the measured result, and whether
 /// its lock paths were deleted after it.
 async fn case(ctx: &mut Ctx<'_>, client: ClientId, held: usize, slug: &str, length: Duration) -> Res<(Value, Res<()>)> {
-    let server = Server { addr: ctx.server, pid: ctx.server_pid };
+    let server = ctx.server;
     let root = crate::path_of(client, "idle", slug);
     let measured = match client.native() {
         Some(kind) => native_case(kind, &ctx.connect, server, &root, held, length).await,
@@ -535,14 +524,6 @@ const SYNC_WARM: usize = 20_000;
 /// Syncs in flight at once during that warm-up.
 const SYNC_IN_FLIGHT: usize = 64;
 
-/// One member of the ensemble, as the ensemble cases read it.
-#[derive(Debug, Clone, Copy)]
-struct Member {
-    addr: SocketAddr,
-    /// Its JVM's pid; without it there is no CPU figure for it.
-    pid: Option<u32>,
-}
-
 /// The ensemble cases: for each H of `--idle-ensemble-held`, for zk-lock and zookeeper-client,
 /// `--idle-ensemble-sessions` sessions connected to a follower, each holding H locks, idle.
 /// Before them, unmeasured: [`SYNC_WARM`] syncs through the follower, and one short case per
@@ -550,14 +531,9 @@ struct Member {
 async fn ensemble_cases(ctx: &mut Ctx<'_>) {
     let clients: Vec<ClientId> = ctx.opts.clients.iter().copied().filter(|c| c.native().is_some()).collect();
     let sessions = ctx.opts.idle_ensemble_sessions;
-    let members = match crate::ensemble::get(ctx).await {
-        Ok(ensemble) => {
-            let follower = ensemble.follower();
-            let member = |i: usize| Member { addr: ensemble.members[i], pid: ensemble.pid(i) };
-            Ok((member(ensemble.leader), member(follower)))
-        }
-        Err(e) => Err(e),
-    };
+    let members = crate::ensemble::get(ctx)
+        .await
+        .map(|ensemble| (ensemble.member(ensemble.leader), ensemble.member(ensemble.follower())));
     let (leader, follower) = match members {
         Ok(members) => members,
         Err(e) => {
@@ -588,10 +564,7 @@ async fn ensemble_cases(ctx: &mut Ctx<'_>) {
             let record = match ensemble_case(kind, leader, follower, sessions, held, &root, length, true).await {
                 Ok((result, cleaned)) => {
                     let mut record = report::idle_ensemble(client.name(), &result);
-                    if let Err(e) = cleaned {
-                        let notes = record.note.take().into_iter().chain([format!("clean-up: {e}")]);
-                        record.note = Some(notes.collect::<Vec<_>>().join("; "));
-                    }
+                    record.note_clean_up(cleaned);
                     record
                 }
                 Err(e) => Record::failed("idle-ensemble", report::idle_ensemble_case(sessions, held), client.name(), e),
@@ -652,8 +625,8 @@ async fn warm_syncs(server: SocketAddr, count: usize) -> Res<()> {
 #[allow(clippy::too_many_arguments)]
 async fn ensemble_case(
     kind: Native,
-    leader: Member,
-    follower: Member,
+    leader: Server,
+    follower: Server,
     sessions: usize,
     held: usize,
     root: &str,
@@ -694,7 +667,7 @@ async fn hold_many(
     holders: &mut Vec<Holder>,
     kind: Native,
     connect: &str,
-    (leader, follower): (Member, Member),
+    (leader, follower): (Server, Server),
     sessions: usize,
     held: usize,
     root: &str,
@@ -719,8 +692,7 @@ async fn hold_many(
         holder.take(&format!("{root}/s{j}"), held, deadline).await?;
     }
     let take = start.elapsed();
-    let server = Server { addr: follower.addr, pid: follower.pid };
-    let (settling, settled) = settle(server, std::process::id(), base, n).await?;
+    let (settling, settled) = settle(follower, std::process::id(), base, n).await?;
     let window = quiet_window(leader, follower, length, false).await?;
     Ok(json!({
         "sessions": sessions,
@@ -745,7 +717,7 @@ struct MembersReading {
 impl MembersReading {
     /// Blocking. The counters are read before the CPU at the start of a window (`counters_first`)
     /// and after it at its end, so that the CPU interval lies inside the counted one.
-    fn take(leader: Member, follower: Member, counters_first: bool) -> Res<MembersReading> {
+    fn take(leader: Server, follower: Server, counters_first: bool) -> Res<MembersReading> {
         let counters = || Ok::<_, String>((Counters::read(leader.addr)?, Counters::read(follower.addr)?));
         let cpu = || {
             let leader_cpu = leader.pid.map(Cpu::read).transpose()?;
@@ -762,7 +734,7 @@ impl MembersReading {
         Ok(MembersReading { leader, follower, leader_cpu, follower_cpu, at })
     }
 
-    async fn take_async(leader: Member, follower: Member, counters_first: bool) -> Res<MembersReading> {
+    async fn take_async(leader: Server, follower: Server, counters_first: bool) -> Res<MembersReading> {
         tokio::task::spawn_blocking(move || MembersReading::take(leader, follower, counters_first))
             .await
             .map_err(|e| e.to_string())?
@@ -775,7 +747,7 @@ impl MembersReading {
 /// sessions (`idle_leader`), the leader handled no request in it (a clean-up's or the container
 /// manager's deletes are over), then measures a window. The window's `quiet` says whether they
 /// were.
-async fn quiet_window(leader: Member, follower: Member, length: Duration, idle_leader: bool) -> Res<Value> {
+async fn quiet_window(leader: Server, follower: Server, length: Duration, idle_leader: bool) -> Res<Value> {
     let start = Instant::now();
     let written = move || [leader.pid.and_then(written), follower.pid.and_then(written)];
     let quiet = loop {
@@ -803,7 +775,7 @@ async fn quiet_window(leader: Member, follower: Member, length: Duration, idle_l
 }
 
 /// A window of `length` on the ensemble: what the leader and the follower received and spent.
-async fn members_window(leader: Member, follower: Member, length: Duration) -> Res<Value> {
+async fn members_window(leader: Server, follower: Server, length: Duration) -> Res<Value> {
     let first = MembersReading::take_async(leader, follower, true).await?;
     tokio::time::sleep(length).await;
     let last = MembersReading::take_async(leader, follower, false).await?;

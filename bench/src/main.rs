@@ -467,12 +467,10 @@ struct Ctx<'a> {
     /// `-ensemble` row runs, the ensemble's (see [`ensemble::on_ensemble`]).
     connect: String,
     /// The standalone server.
-    server: std::net::SocketAddr,
+    server: stats::Server,
     /// Where the rows that run on either count requests: the standalone server, or while an
     /// `-ensemble` row runs, every member of the ensemble.
     counted: Servers,
-    /// The server JVM's pid, for its CPU time.
-    server_pid: Option<u32>,
     curator: Result<Peer, String>,
     kazoo: Result<Peer, String>,
     /// The ensemble, once a row needed it (and until no next row does).
@@ -520,9 +518,8 @@ async fn run(opts: &Opts, server: &TestingServer, data: (PathBuf, bool)) -> Exit
     let mut ctx = Ctx {
         opts,
         connect,
-        server: server.addr(),
+        server: stats::Server { addr: server.addr(), pid: server.pid() },
         counted: server.addr().into(),
-        server_pid: server.pid(),
         curator,
         kazoo,
         ensemble: None,
@@ -670,7 +667,7 @@ fn round_plan(plan: Plan, rounds: usize, round: usize) -> Plan {
 async fn floor_once(ctx: &mut Ctx<'_>, client: ClientId, plan: Plan) -> Result<Measured, String> {
     let path = path_of(client, "floor", "raw");
     match client.native() {
-        Some(kind) => native::floor(kind, &ctx.connect, ctx.server, &path, plan).await,
+        Some(kind) => native::floor(kind, &ctx.connect, ctx.server.addr, &path, plan).await,
         None => {
             let command = format!("floor {path} {} {} {}", plan.warm, plan.n, ms(plan.budget));
             on_peer(ctx, client, command, None, plan.budget + Duration::from_secs(60)).await
@@ -816,7 +813,8 @@ async fn contended_row(ctx: &mut Ctx<'_>, section: &'static str) {
     for sessions in ctx.opts.sessions.clone() {
         contended_rounds(ctx, section, sessions, &clients, async |ctx, client, path| match client.native() {
             Some(kind) => {
-                native::contended(kind, &ctx.connect, ctx.server, &path, sessions, warm, measure, one_session).await
+                native::contended(kind, &ctx.connect, ctx.server.addr, &path, sessions, warm, measure, one_session)
+                    .await
             }
             None => {
                 let shared = if one_session { " one-session" } else { "" };
@@ -903,7 +901,7 @@ async fn drain_row(ctx: &mut Ctx<'_>) {
         for client in ctx.opts.clients.clone() {
             let path = path_of(client, "drain", &format!("n{waiters}"));
             let measured = match client.native() {
-                Some(kind) => native::drain(kind, &ctx.connect, ctx.server, &path, waiters, timeout).await,
+                Some(kind) => native::drain(kind, &ctx.connect, ctx.server.addr, &path, waiters, timeout).await,
                 None => {
                     let command = format!("drain {path} {waiters} {}", ms(timeout));
                     let queued = Queued {
@@ -932,11 +930,11 @@ async fn memory_row(ctx: &mut Ctx<'_>) {
         for (paths, per_path) in ctx.opts.waiting.clone() {
             let case = format!("waiting: {paths} paths x {per_path}");
             let measured =
-                native::memory_waiting(kind, &ctx.connect, ctx.server, &root, (paths, per_path), timeout).await;
+                native::memory_waiting(kind, &ctx.connect, ctx.server.addr, &root, (paths, per_path), timeout).await;
             memory_record(ctx, client, case, measured);
         }
         let case = "held guards, one path each".to_owned();
-        let measured = native::memory_held(kind, &ctx.connect, ctx.server, &root, ctx.opts.held, timeout).await;
+        let measured = native::memory_held(kind, &ctx.connect, ctx.server.addr, &root, ctx.opts.held, timeout).await;
         memory_record(ctx, client, case, measured);
     }
 }
@@ -960,7 +958,7 @@ async fn partition_row(ctx: &mut Ctx<'_>) {
         let mut failure = None;
         for i in 0..ctx.opts.partition_trials {
             let path = path_of(client, "partition", &format!("t{i}"));
-            let server = ctx.server;
+            let server = ctx.server.addr;
             let trial = match (&observer, client.native()) {
                 (Err(e), _) => Err(format!("observer: {e}")),
                 (Ok(observer), Some(kind)) => partition::native_trial(kind, server, observer, &path).await,

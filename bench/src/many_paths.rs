@@ -16,7 +16,6 @@
 //! warm-up and window, as the contended rows count them. Then the T lock paths are deleted.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -27,7 +26,7 @@ use crate::native::{self, err, micros, Native, Res, SETTLE};
 use crate::peer::{samples, Measured};
 use crate::procstat::{Cpu, Threads};
 use crate::report::{self, Record};
-use crate::stats::{Counters, Summary};
+use crate::stats::{Counters, Server, Summary};
 use crate::{ClientId, Ctx};
 
 const SECTION: &str = "many-paths";
@@ -37,14 +36,6 @@ const SETUP_LIMIT: Duration = Duration::from_secs(120);
 const SHOWN_FROM_PCT: f64 = 1.0;
 /// ...except these threads', always shown when the process has them: zk-lock's own thread.
 const ALWAYS_SHOWN: &[&str] = &["zk-lock-io"];
-
-/// The server of the run.
-#[derive(Debug, Clone, Copy)]
-struct Server {
-    addr: SocketAddr,
-    /// The server JVM's pid; without it there is no server CPU figure.
-    pid: Option<u32>,
-}
 
 /// Warm-up, then the measured window.
 #[derive(Debug, Clone, Copy)]
@@ -66,7 +57,7 @@ pub async fn row(ctx: &mut Ctx<'_>) {
     // kazoo is not asked for (issue 22: zk-lock, zookeeper-client, Curator).
     let clients: Vec<ClientId> = ctx.opts.clients.iter().copied().filter(|c| *c != ClientId::Kazoo).collect();
     let window = Window { warm: ctx.opts.contended_warm, measure: ctx.opts.contended_measure };
-    let server = Server { addr: ctx.server, pid: ctx.server_pid };
+    let server = ctx.server;
     // Unmeasured first, each client runs a short case, so that the server's JIT has compiled
     // what this load makes it do (without it, whichever client comes first paid up to twice the
     // server CPU per grant in trial runs), and Curator's JIT the peer's loop.
@@ -82,9 +73,8 @@ pub async fn row(ctx: &mut Ctx<'_>) {
                 Ok(m) => record(client.name(), tasks, &m),
                 Err(e) => Record::failed(SECTION, case_name(tasks), client.name(), e),
             };
-            if let (Err(e), false) = (cleaned, record.metrics.is_empty()) {
-                let notes = record.note.take().into_iter().chain([format!("clean-up: {e}")]);
-                record.note = Some(notes.collect::<Vec<_>>().join("; "));
+            if !record.metrics.is_empty() {
+                record.note_clean_up(cleaned);
             }
             crate::log(
                 &record,
@@ -259,7 +249,7 @@ async fn measure(locks: Vec<PathLock>, server: Server, window: Window) -> Res<Me
 /// and sends `go`, on which the peer starts its clock; the bench samples the JVM's threads over
 /// what is, on its own clock, the same window (the `go` line takes well under a millisecond).
 async fn peer_case(ctx: &mut Ctx<'_>, client: ClientId, root: &str, tasks: usize, window: Window) -> Res<Measured> {
-    let server = Server { addr: ctx.server, pid: ctx.server_pid };
+    let server = ctx.server;
     let peer = crate::peer_of(ctx, client)?;
     let pid = peer.pid().ok_or_else(|| format!("the {} peer has exited", peer.name))?;
     let command = format!("many-paths {root} {tasks} {} {}", window.warm.as_millis(), window.measure.as_millis());

@@ -35,6 +35,20 @@ impl Record {
         self.metrics.insert(key.into(), value);
     }
 
+    /// Adds `notes` to the record's note, after what it says already, `; ` between each.
+    pub fn add_notes(&mut self, notes: impl IntoIterator<Item = String>) {
+        let all: Vec<String> = self.note.take().into_iter().chain(notes).collect();
+        self.note = (!all.is_empty()).then(|| all.join("; "));
+    }
+
+    /// Adds to the note why the lock paths of the record's case could not be deleted after it,
+    /// if they could not.
+    pub fn note_clean_up(&mut self, cleaned: Result<(), String>) {
+        if let Err(e) = cleaned {
+            self.add_notes([format!("clean-up: {e}")]);
+        }
+    }
+
     pub fn summary(&mut self, prefix: &str, summary: Summary) {
         self.set(format!("{prefix}_p50_us"), summary.p50);
         self.set(format!("{prefix}_p99_us"), summary.p99);
@@ -180,9 +194,7 @@ pub fn drain(client: &'static str, waiters: usize, m: &Measured) -> Record {
     if !m.queued {
         notes.push("not every waiter was queued when the drain started".to_owned());
     }
-    if !notes.is_empty() {
-        record.note = Some(notes.join("; "));
-    }
+    record.add_notes(notes);
     record
 }
 
@@ -264,9 +276,7 @@ pub fn idle(client: &'static str, held: usize, result: &Value) -> Record {
     if let Some(why) = result["sockets_error"].as_str() {
         notes.push(format!("no bytes: {why}"));
     }
-    if !notes.is_empty() {
-        record.note = Some(notes.join("; "));
-    }
+    record.add_notes(notes);
     record
 }
 
@@ -376,9 +386,7 @@ pub fn idle_ensemble(client: &'static str, result: &Value) -> Record {
     if !result["base"].is_object() {
         notes.push("no window without the sessions: nothing per session".to_owned());
     }
-    if !notes.is_empty() {
-        record.note = Some(notes.join("; "));
-    }
+    record.add_notes(notes);
     record
 }
 
@@ -441,9 +449,7 @@ pub fn partition(client: &'static str, case: String, trials: &[Trial], deadline_
     if let Some(also) = also.filter(|_| seen < n) {
         notes.push(format!("{also} not seen within {seconds} s in {} of {n} trials", missing(seen)));
     }
-    if !notes.is_empty() {
-        record.note = Some(notes.join("; "));
-    }
+    record.add_notes(notes);
     record
 }
 

@@ -35,6 +35,16 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// One ZooKeeper server of the run, as a window reads it: the standalone server, or a member of
+/// the ensemble.
+#[derive(Debug, Clone, Copy)]
+pub struct Server {
+    /// Its client address, where its counters are read.
+    pub addr: SocketAddr,
+    /// Its JVM's pid; without it there is no CPU figure for it.
+    pub pid: Option<u32>,
+}
+
 /// Most servers a measurement reads: an ensemble of up to five.
 const MAX_SERVERS: usize = 5;
 

@@ -29,11 +29,6 @@ const SESSION: Duration = Duration::from_secs(2);
 /// Short, so that a partitioned client's attempt to open a new session fails before the server
 /// could expire the old one: the old one must then be closed by its retirement.
 const CONNECT: Duration = Duration::from_millis(300);
-/// Resolves once a second contender waits behind the holder at `path` (for a semaphore, the
-/// waiter holds the internal lock and has its lease node counted).
-async fn until_someone_waits(recipe: Recipe, observer: &Client, path: &str) {
-    wait_for_children(observer, &recipe.queue(path), |c| c.len() >= 2).await.unwrap();
-}
 
 /// A client whose every connection goes through `proxy`.
 async fn client_through(proxy: &Proxy) -> Client {
@@ -117,7 +112,7 @@ async fn holder_trial(recipe: Recipe, path: String, other: Client) -> (f64, Lost
         let guard = recipe.take(&waiter_client, &waiter_path, PATIENCE).await.expect("other is granted");
         (Instant::now(), guard)
     });
-    until_someone_waits(recipe, &other, &path).await;
+    recipe.until_someone_waits(&other, &path).await;
     proxy.cut();
     let (reason, lost_at) = lost_at.await.expect("lost task");
     let (granted_at, guard) = granted.await.expect("grant task");
@@ -196,7 +191,7 @@ async fn cut_off(recipe: Recipe, when: CutOff) {
         CutOff::Waiting | CutOff::HandOff => {
             ahead = Some(recipe.take(&observer, &path, PATIENCE).await.expect("holder ahead"));
             waiting = Some(spawn_take(recipe, &partitioned, &path));
-            until_someone_waits(recipe, &observer, &path).await;
+            recipe.until_someone_waits(&observer, &path).await;
             proxy.cut();
             if let CutOff::HandOff = when {
                 // The hand-off happens while the waiter cannot hear of it.

@@ -7,19 +7,14 @@
 //! listener's SUSPENDED and LOST and of the other client's grant, from the cut, are printed; only
 //! what must hold, whatever Curator does, is asserted.
 
-use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::Command;
-use tokio::time::timeout;
-use zk_lock::testing::{compile_curator_program, wait_for_children};
+use tokio::time::{timeout, timeout_at, Instant};
 use zk_lock::{Client, Mutex};
 
+use super::java_peer::{JavaPeer, Program};
+use super::one_lock::Recipe;
 use super::{ensemble, LONG_SESSION, ONE_AT_A_TIME, PATIENCE, SHORT_SESSION, SYNC_LIMIT, TICK};
-
-const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/java/CuratorHolderStates.java");
 
 /// Milliseconds since the epoch, the Java program's clock (same machine).
 fn now_millis() -> i64 {
@@ -47,8 +42,6 @@ struct Measured {
 /// Cuts the Curator holder's follower from the leader while the zk-lock client waits, and
 /// returns when Curator's listener said SUSPENDED and LOST and when the other client was granted.
 async fn curator_holder_on_a_cut_follower(session: Duration) -> Measured {
-    let program = compile_curator_program(Path::new(SOURCE), &Path::new(env!("CARGO_TARGET_TMPDIR")).join("java-peer"))
-        .unwrap_or_else(|e| panic!("{e}"));
     let cluster = ensemble();
     let leader = cluster.leader().expect("a leader");
     let followers: Vec<usize> = (0..cluster.len()).filter(|&i| i != leader).collect();
@@ -57,35 +50,17 @@ async fn curator_holder_on_a_cut_follower(session: Duration) -> Measured {
         (0..cluster.len()).filter(|&i| i != holder_server).map(|i| cluster.server_connect_string(i)).collect();
     let path = format!("/server-partitions-curator-{}", fastrand::u64(..));
 
-    let mut java = Command::new(&program.java)
-        .args(["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx256m", "-cp"])
-        .arg(&program.classpath)
-        .arg(&program.main_class)
-        .arg(cluster.server_connect_string(holder_server))
-        .arg(session.as_millis().to_string())
-        .arg(&path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run java (see scripts/install-deps): {e}"));
-    let mut stdin = java.stdin.take().expect("piped stdin");
-    let mut lines = BufReader::new(java.stdout.take().expect("piped stdout")).lines();
-
-    let mut negotiated = None;
-    loop {
-        let Ok(Ok(Some(line))) = timeout(PATIENCE, lines.next_line()).await else {
-            panic!("the Curator holder never held (its stdout ended, or nothing came within {PATIENCE:?})")
-        };
-        eprintln!("curator: {line}");
-        if let Some(timeout) = line.strip_prefix("SESSION ") {
-            negotiated = Some(timeout.to_owned());
-        }
-        if line.starts_with("HELD ") {
-            break;
-        }
-    }
-    let negotiated = negotiated.expect("the Curator holder printed its session timeout");
+    let session_ms = session.as_millis().to_string();
+    let mut holder = JavaPeer::spawn_program(
+        Program::HolderStates,
+        &cluster.server_connect_string(holder_server),
+        &[&session_ms, &path],
+    );
+    // Printed once connected, before it takes the mutex.
+    let negotiated = holder.expect_line("SESSION ").await;
+    eprintln!("curator: {negotiated}");
+    let negotiated = negotiated["SESSION ".len()..].to_owned();
+    eprintln!("curator: {}", holder.expect_line("HELD ").await);
 
     let other = Client::builder(others.join(",")).session_timeout(session).connect().await.expect("the other connects");
     let waiter = other.clone();
@@ -94,7 +69,7 @@ async fn curator_holder_on_a_cut_follower(session: Duration) -> Measured {
         let guard = Mutex::with_client(&waiter, &waiter_path).lock_timeout(PATIENCE).await;
         (now_millis(), guard.expect("the other client is granted"))
     });
-    wait_for_children(&other, &path, |nodes| nodes.len() >= 2).await.expect("the other waits");
+    Recipe::Mutex.until_someone_waits(&other, &path).await;
     // As in the zk-lock cases: the holder has held for a whole session timeout when the cut comes.
     tokio::time::sleep(session).await;
 
@@ -104,8 +79,10 @@ async fn curator_holder_on_a_cut_follower(session: Duration) -> Measured {
     let watch_for = session * 3 + TICK * SYNC_LIMIT + Duration::from_secs(10);
     let states = async {
         let mut states = Vec::new();
-        let deadline = tokio::time::Instant::now() + watch_for;
-        while let Ok(Ok(Some(line))) = tokio::time::timeout_at(deadline, lines.next_line()).await {
+        let deadline = Instant::now() + watch_for;
+        // The holder prints nothing but its states now, and never exits by itself (if it does,
+        // `expect_line` fails with what it printed).
+        while let Ok(line) = timeout_at(deadline, holder.expect_line("STATE ")).await {
             eprintln!("curator: {line}");
             let mut words = line.split_whitespace();
             if let (Some("STATE"), Some(state), Some(at)) = (words.next(), words.next(), words.next()) {
@@ -148,9 +125,8 @@ async fn curator_holder_on_a_cut_follower(session: Duration) -> Measured {
     if let Some((_, guard)) = grant {
         guard.release().await.expect("the new holder releases");
     }
-    let _ = stdin.write_all(b"exit\n").await;
-    drop(stdin);
-    let _ = timeout(PATIENCE, java.wait()).await;
+    // Its stdin closed, the holder exits without releasing.
+    holder.wait_success().await;
     other.close().await;
     measured
 }

@@ -1,8 +1,9 @@
 //! Runs real Apache Curator (Java) peers next to the Rust code under test.
 //!
-//! [`JavaPeer`] drives `tests/java/CuratorPeer.java` through a line protocol on stdin/stdout:
-//! the peer prints `ready` once connected, waits for `go`, then runs its command (see the Java
-//! source for the commands and what they print).
+//! [`JavaPeer`] drives a program of `tests/java/` ([`Program`]) through lines on stdin/stdout.
+//! `CuratorPeer.java`, the recipes' peer, prints `ready` once connected, waits for `go`, then runs
+//! its command (see the Java source for the commands and what they print).
+//! `tests/server_partitions.rs` includes this file by its path, for `CuratorHolderStates.java`.
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -15,23 +16,45 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::time::{timeout, timeout_at, Instant};
 use zk_lock::testing::{compile_curator_program, JavaProgram};
 
-const PEER_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/java/CuratorPeer.java");
-
 /// How long a peer may take to print an expected line or to exit. Generous because several
 /// JVMs may start at once on a loaded CI machine.
 const PEER_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// `CuratorPeer.java`, compiled once per process (and once per version of its source).
-fn compiled_peer() -> &'static JavaProgram {
-    static PEER: OnceLock<JavaProgram> = OnceLock::new();
-    PEER.get_or_init(|| {
-        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("java-peer");
-        compile_curator_program(Path::new(PEER_SOURCE), &out).unwrap_or_else(|e| panic!("{e}"))
-    })
+/// A Java program of `tests/java/`, run against Curator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Program {
+    /// `CuratorPeer.java`: the recipes' commands, after `ready` and `go` ([`JavaPeer::spawn`]).
+    Peer,
+    /// `CuratorHolderStates.java`: holds a mutex and prints its connection states
+    /// (`tests/server_partitions/curator.rs`).
+    #[allow(dead_code, reason = "run by tests/server_partitions.rs, not by this binary")]
+    HolderStates,
 }
 
-/// A running `CuratorPeer` JVM, killed when dropped.
+impl Program {
+    /// Its main class, the name of its source file.
+    fn class(self) -> &'static str {
+        match self {
+            Self::Peer => "CuratorPeer",
+            Self::HolderStates => "CuratorHolderStates",
+        }
+    }
+
+    /// The program, compiled once per process (and once per version of its source).
+    fn compiled(self) -> &'static JavaProgram {
+        static COMPILED: [OnceLock<JavaProgram>; 2] = [OnceLock::new(), OnceLock::new()];
+        COMPILED[self as usize].get_or_init(|| {
+            let source =
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java").join(format!("{}.java", self.class()));
+            let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("java-peer");
+            compile_curator_program(&source, &out).unwrap_or_else(|e| panic!("{e}"))
+        })
+    }
+}
+
+/// A running JVM of a [`Program`], killed when dropped.
 pub struct JavaPeer {
+    program: Program,
     /// Command line after the connect string, to tell peers apart in failure messages.
     label: String,
     child: Child,
@@ -50,8 +73,13 @@ impl JavaPeer {
     ///
     /// The peer connects, prints `ready`, then waits for [`send`](Self::send)`("go")`.
     pub fn spawn(connect_string: &str, args: &[&str]) -> JavaPeer {
+        Self::spawn_program(Program::Peer, connect_string, args)
+    }
+
+    /// Starts `<program> <connect_string> <args...>`; must be called inside a Tokio runtime.
+    pub fn spawn_program(program: Program, connect_string: &str, args: &[&str]) -> JavaPeer {
         static SPAWNED: AtomicUsize = AtomicUsize::new(0);
-        let peer = compiled_peer();
+        let peer = program.compiled();
         let logs = Path::new(env!("CARGO_TARGET_TMPDIR")).join("java-peer/logs");
         std::fs::create_dir_all(&logs).expect("create peer log directory");
         let stderr_file =
@@ -75,7 +103,7 @@ impl JavaPeer {
             });
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
-        JavaPeer { label: args.join(" "), child, stdin, stdout, seen: Vec::new(), stderr_file }
+        JavaPeer { program, label: args.join(" "), child, stdin, stdout, seen: Vec::new(), stderr_file }
     }
 
     /// Reads stdout until a line starting with `prefix` and returns that whole line.
@@ -146,7 +174,8 @@ impl JavaPeer {
         let _ = self.child.start_kill();
         let stderr = std::fs::read_to_string(&self.stderr_file).unwrap_or_default();
         panic!(
-            "Curator peer `{}` {what}\n--- stdout ---\n{}\n--- stderr ---\n{stderr}",
+            "{} `{}` {what}\n--- stdout ---\n{}\n--- stderr ---\n{stderr}",
+            self.program.class(),
             self.label,
             self.seen.join("\n"),
         );

@@ -1,13 +1,15 @@
 //! One exclusive lock of any of three recipes (a mutex, the write side of a read/write lock, a
-//! one-lease semaphore) and its guard, for the tests that run one fault against each: the
-//! partitions of a client from its server (`partition.rs`, in this binary) and of the servers
-//! from each other (`tests/server_partitions.rs`, which includes this file by its path).
+//! one-lease semaphore), its guard, and the wait for a contender to queue behind its holder, for
+//! the tests that run one fault against each: the partitions of a client from its server
+//! (`partition.rs`, in this binary) and of the servers from each other
+//! (`tests/server_partitions.rs`, which includes this file by its path).
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+use zk_lock::testing::wait_for_children;
 use zk_lock::{Client, LostReason, Mutex, MutexGuard, RwLock, Semaphore, SemaphorePermit, WriteGuard};
 
 /// Which recipe the lock is.
@@ -52,6 +54,15 @@ impl Recipe {
             Self::Semaphore => format!("{path}/leases"),
             Self::Mutex | Self::Write => path.to_owned(),
         }
+    }
+
+    /// Resolves once a second contender waits behind the holder of the lock at `path`, as
+    /// `observer` sees its queue (for a semaphore, the waiter holds the internal lock and has its
+    /// lease node counted); `wait_for_children` bounds the wait.
+    pub async fn until_someone_waits(self, observer: &Client, path: &str) {
+        wait_for_children(observer, &self.queue(path), |nodes| nodes.len() >= 2)
+            .await
+            .unwrap_or_else(|e| panic!("{self}: nobody queued behind the holder of `{path}`: {e}"));
     }
 }
 
