@@ -1,8 +1,11 @@
 //! [`Mutex`]: Curator's `InterProcessMutex`, re-entrant for code nested in its holder.
 
 use std::fmt;
+use std::future::Future;
 use std::panic::Location;
 use std::time::Duration;
+
+use futures::FutureExt;
 
 use super::patience::Patience;
 use super::target::LockTarget;
@@ -111,10 +114,9 @@ impl Mutex {
         self.acquire(Patience::one_attempt()).await
     }
 
-    pub(crate) async fn acquire(&self, patience: Patience) -> Result<MutexGuard> {
-        let client = self.target.client_within(patience).await?;
-        let share = self.target.acquire(&client, Recipe::Mutex, patience).await?;
-        Ok(MutexGuard::new(share))
+    /// Not an `async fn`, whose frame would keep `patience` twice in every waiting acquisition.
+    pub(crate) fn acquire(&self, patience: Patience) -> impl Future<Output = Result<MutexGuard>> + '_ {
+        self.target.acquire(Recipe::Mutex, patience).map(|share| share.map(MutexGuard::new))
     }
 }
 

@@ -1,7 +1,10 @@
 //! [`RwLock`]: Curator's `InterProcessReadWriteLock`, fair, re-entrant, with downgrade.
 
 use std::fmt;
+use std::future::Future;
 use std::time::Duration;
+
+use futures::FutureExt;
 
 use super::patience::Patience;
 use super::target::LockTarget;
@@ -147,16 +150,14 @@ impl RwLock {
         self.acquire_write(Patience::one_attempt()).await
     }
 
-    pub(crate) async fn acquire_read(&self, patience: Patience) -> Result<ReadGuard> {
-        let client = self.target.client_within(patience).await?;
-        let share = self.target.acquire(&client, Recipe::Read, patience).await?;
-        Ok(ReadGuard::new(share))
+    /// Not an `async fn`, whose frame would keep `patience` twice in every waiting acquisition.
+    pub(crate) fn acquire_read(&self, patience: Patience) -> impl Future<Output = Result<ReadGuard>> + '_ {
+        self.target.acquire(Recipe::Read, patience).map(|share| share.map(ReadGuard::new))
     }
 
-    pub(crate) async fn acquire_write(&self, patience: Patience) -> Result<WriteGuard> {
-        let client = self.target.client_within(patience).await?;
-        let share = self.target.acquire(&client, Recipe::Write, patience).await?;
-        Ok(WriteGuard::new(share))
+    /// Not an `async fn`, whose frame would keep `patience` twice in every waiting acquisition.
+    pub(crate) fn acquire_write(&self, patience: Patience) -> impl Future<Output = Result<WriteGuard>> + '_ {
+        self.target.acquire(Recipe::Write, patience).map(|share| share.map(WriteGuard::new))
     }
 }
 

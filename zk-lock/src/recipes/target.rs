@@ -3,6 +3,7 @@
 //! or queues; for an annotated function, the declaration of its lock (the site lock-order
 //! checking reports).
 
+use std::future::Future;
 use std::panic::Location;
 use std::sync::Arc;
 use std::time::Duration;
@@ -212,8 +213,8 @@ impl LockTarget {
 
     /// Acquires a node of `recipe`'s queue, or does what re-entry decides for a call nested in
     /// a holder of the same lock: borrow its hold, downgrade, or refuse.
-    pub(crate) async fn acquire(&self, client: &Client, recipe: Recipe, patience: Patience) -> Result<Share> {
-        self.check_path()?;
+    pub(crate) async fn acquire(&self, recipe: Recipe, patience: Patience) -> Result<Share> {
+        let client = &self.client_within(patience).await?;
         self.check_max_hold()?;
         match reentry::decide(client, recipe, &self.path) {
             Reentry::Queue => {}
@@ -248,23 +249,30 @@ impl LockTarget {
     /// semaphore's leases): noted for lock-order checking, traced and counted as one acquisition
     /// of `recipe`, attempts made by `start` (given the session, whether it may wait and the
     /// nodes' ACLs) until one is granted, whose grant `hold` turns into what the caller keeps.
-    pub(crate) async fn run_attempts<'c, A: Attempt, T>(
-        &self,
-        client: &'c Client,
+    pub(crate) fn run_attempts<'a, A, T, S, H>(
+        &'a self,
+        client: &'a Client,
         recipe: Recipe,
         patience: Patience,
-        start: impl Fn(Arc<Session>, bool, Acls<'c>) -> A,
-        hold: impl FnOnce(A::Grant) -> T,
-    ) -> Result<T> {
+        start: S,
+        hold: H,
+    ) -> impl Future<Output = Result<T>> + 'a
+    where
+        A: Attempt + 'a,
+        T: 'a,
+        S: Fn(Arc<Session>, bool, Acls<'a>) -> A + 'a,
+        H: FnOnce(A::Grant) -> T + 'a,
+    {
+        // Not an `async fn`: its frame would keep the arguments twice in every waiting
+        // acquisition, as what it was called with and as what the block below captured.
         self.note_acquiring(patience);
-        trace::acquisition(recipe, &self.path, self.template(), async {
+        trace::acquisition(recipe, &self.path, self.template(), async move {
             let acls = client.node_acls();
             let start = |session, may_wait| start(session, may_wait, acls);
             // Boxed: the span around it would otherwise hold the loop's future a second time.
             let grant = Box::pin(acquire_loop::acquire(client, &self.path, patience, start)).await?;
             Ok(hold(grant))
         })
-        .await
     }
 
     /// The data for a new node: the caller's, or a description of the current holder.
