@@ -50,21 +50,8 @@ async fn open(config: ClientConfig, call: Option<CallDeadline>) -> Result<Arc<Se
     let connect_deadline = requested + config.connect_timeout;
     // The call's deadline, if it is the one that ends the attempt.
     let call = call.filter(|call| call.at < connect_deadline);
-    let zk = connect(&config, Deadline { connect: connect_deadline, call: call.as_ref() }).await?;
+    let zk = connect(&config, connect_deadline, call.as_ref()).await?;
     Ok(Session::new(zk, Some(reopen(config)), requested))
-}
-
-/// When connecting must end: the connect timeout's deadline, or the call's if it is sooner.
-#[derive(Clone, Copy)]
-struct Deadline<'a> {
-    connect: Instant,
-    call: Option<&'a CallDeadline>,
-}
-
-impl Deadline<'_> {
-    fn at(self) -> Instant {
-        self.call.map_or(self.connect, |call| call.at)
-    }
 }
 
 /// The task's output; the task is aborted if this is dropped first (dropping a `JoinHandle` does
@@ -175,8 +162,13 @@ fn describe_acl(acl: &Acl) -> String {
     format!("{}:{id}:{}", acl.scheme(), acl.permission())
 }
 
-async fn connect(config: &ClientConfig, deadline: Deadline<'_>) -> Result<zookeeper_client::Client> {
-    let zk = first_session(config, deadline).await?;
+/// Connects before `connect_deadline`, or before `call`'s deadline, which comes first.
+async fn connect(
+    config: &ClientConfig,
+    connect_deadline: Instant,
+    call: Option<&CallDeadline>,
+) -> Result<zookeeper_client::Client> {
+    let zk = first_session(config, connect_deadline, call).await?;
     let Some(namespace) = &config.namespace else { return Ok(zk) };
     let options = CreateMode::Persistent.with_acls(acls_of(config.acl.as_deref()));
     match zk.mkdir(namespace, &options).await {
@@ -193,14 +185,19 @@ async fn connect(config: &ClientConfig, deadline: Deadline<'_>) -> Result<zookee
 /// The first pause before every address is tried again.
 const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(100);
 
-/// Dials until a server gives a session or `deadline` passes. zookeeper-client tries every
+/// Dials until a server gives a session or the deadline passes (`call`'s, if it has one, else
+/// `connect_deadline`). zookeeper-client tries every
 /// address once and gives up; then each address is probed for the cause (`unreachable`), and,
 /// after a pause, tried again, so a server that comes up within the connect timeout is still
 /// found. At the deadline the error names the timeout (the call's, if it ended first) and what
 /// the last probe found.
-async fn first_session(config: &ClientConfig, deadline: Deadline<'_>) -> Result<zookeeper_client::Client> {
+async fn first_session(
+    config: &ClientConfig,
+    connect_deadline: Instant,
+    call: Option<&CallDeadline>,
+) -> Result<zookeeper_client::Client> {
     let started = Instant::now();
-    let (limit, deadline) = (deadline, deadline.at());
+    let deadline = call.map_or(connect_deadline, |call| call.at);
     let mut finding: Option<unreachable::Finding> = None;
     let mut pause = FIRST_RETRY_PAUSE;
     loop {
@@ -231,7 +228,7 @@ async fn first_session(config: &ClientConfig, deadline: Deadline<'_>) -> Result<
     let hint = config.unreachable_hint(finding.as_ref().is_some_and(|finding| finding.none_resolved));
     let found = finding.map(|finding| format!(": {finding}")).unwrap_or_default();
     let timeout = config.connect_timeout;
-    let reason = match limit.call {
+    let reason = match call {
         Some(call) => {
             let what = &call.what;
             format!("still connecting when {what} ran out, after {:.2?}{found}; {hint}", started.elapsed())

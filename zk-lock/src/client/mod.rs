@@ -140,16 +140,23 @@ impl Client {
     /// The session new acquisitions should use: the calling runtime's, or a new one if it has
     /// none or it died. `path`: what it is for, named by the error if the client is closed.
     pub(crate) async fn session(&self, path: &str) -> Result<Arc<Session>> {
-        self.refuse_if_closed(path)?;
+        match self.ready_session(path) {
+            Some(ready) => ready,
+            // Boxed: opening a session is rare, and inline it would swell every waiting acquisition.
+            None => Box::pin(self.renew_session(path)).await,
+        }
+    }
+
+    /// [`session`](Self::session) without a wait: `None` if a new session must be opened.
+    pub(crate) fn ready_session(&self, path: &str) -> Option<Result<Arc<Session>>> {
+        if let Err(closed) = self.refuse_if_closed(path) {
+            return Some(Err(closed));
+        }
         // A session the user opened is the only one, whatever runtime calls.
         if !self.inner.config.renewable {
-            return Ok(self.current_session());
+            return Some(Ok(self.current_session()));
         }
-        if let Some(session) = self.session_of_this_runtime().filter(|session| session.is_usable()) {
-            return Ok(session);
-        }
-        // Boxed: opening a session is rare, and inline it would swell every waiting acquisition.
-        Box::pin(self.renew_session(path)).await
+        self.session_of_this_runtime().filter(|session| session.is_usable()).map(Ok)
     }
 
     /// [`Error::ClientClosed`] once [`close`](Self::close) was called.

@@ -177,16 +177,13 @@ enum Place {
         /// Whether the nodes ahead may change kind before our turn (a writer ahead of a reader
         /// may downgrade): when one of them goes, the queue is listed again in any case.
         recheck: bool,
-        /// How many nodes are ahead of it in line ([`in_line_ahead`]) when anyone listens for
-        /// its place; otherwise how many it waits for.
-        ahead: usize,
     },
     /// Our node is not in the queue: it was deleted.
     Gone,
 }
 
 /// Where the node `name` stands in `children`, a listing of the queue; `positions`, if anyone
-/// listens, learns which node heads the queue (the holder) and how many nodes are ahead in line.
+/// listens, learns which node heads the queue (the holder) and the node's place in line.
 fn place(
     spec: &LockSpec<'_>,
     name: &str,
@@ -207,13 +204,12 @@ fn place(
     // The first node of the queue holds, whatever its kind: nothing is ahead of it. It is not
     // always the first blocker: a reader behind a waiting writer waits for the writer, which
     // waits for the readers that hold.
-    let mut ahead = blockers.len();
     if let Some(positions) = positions {
         let head = &nodes[0];
         positions.headed_by(&head.name, head.name == nearest.name);
-        ahead = in_line_ahead(spec.queue, &nodes, ours);
+        positions.at(in_line_ahead(spec.queue, &nodes, ours) + 1);
     }
-    Place::Behind { nearest: nearest.name.clone(), recheck, ahead }
+    Place::Behind { nearest: nearest.name.clone(), recheck }
 }
 
 /// How many of `nodes` (a queue, in order) must go before the node at `ours` holds, by the
@@ -266,12 +262,7 @@ pub(super) async fn wait_in_queue(
                 return Ok(None);
             }
             Place::First => return Ok(Some(own_path)),
-            Place::Behind { nearest, recheck, ahead } => {
-                if let Some(positions) = positions.as_deref_mut() {
-                    positions.at(ahead + 1);
-                }
-                (nearest, recheck)
-            }
+            Place::Behind { nearest, recheck } => (nearest, recheck),
         };
         if !waiting.may_wait {
             return Err(NotGranted::Busy);

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
 use tokio::time::Instant;
 
 use super::patience::{Deadline, Patience};
@@ -36,7 +35,11 @@ pub(crate) async fn acquire<A: Attempt>(
     let ends = Ends { client, path, started };
     let mut outage = Outage::default();
     loop {
-        let session = Box::pin(session_within(client, deadline, &ends, &mut outage)).await?;
+        let session = match client.ready_session(path) {
+            Some(ready) => ready?,
+            // Boxed: rare, and inline it would swell every waiting acquisition.
+            None => Box::pin(session_within(client, deadline, &ends, &mut outage)).await?,
+        };
         // A period without a session ends here; the session's own state tells the rest.
         outage.up();
         let mut attempt = start(session.clone(), deadline.may_wait());
@@ -163,10 +166,10 @@ async fn renewal(client: &Client, old: &Session, path: &str) -> Result<()> {
     Ok(())
 }
 
-/// The session of the next attempt: the client's, or a new one if it ended or was retired. The
-/// servers may be out of reach for a while (the partition that made us give the old session
-/// up), so opening one is tried again for as long as the deadline allows; meanwhile the
-/// connection counts as down in `outage`.
+/// The session of the next attempt when the client has none it may use: a new one. The servers
+/// may be out of reach for a while (the partition that made us give the old session up), so
+/// opening one is tried again for as long as the deadline allows; meanwhile the connection
+/// counts as down in `outage`.
 async fn session_within(
     client: &Client,
     deadline: Deadline,
@@ -175,19 +178,13 @@ async fn session_within(
 ) -> Result<Arc<Session>> {
     let mut pause = Duration::from_millis(50);
     loop {
-        let mut session = std::pin::pin!(client.session(ends.path));
-        let opened = match session.as_mut().now_or_never() {
-            Some(opened) => Some(opened),
-            // No usable session: one is being opened (by this call or another).
-            None => {
-                outage.down();
-                deadline.limit(session).await
-            }
+        // No usable session: one is being opened (by this call or another).
+        outage.down();
+        let Some(opened) = deadline.limit(client.session(ends.path)).await else {
+            return Err(ends.timed_out(outage));
         };
-        let Some(opened) = opened else { return Err(ends.timed_out(outage)) };
         match opened {
             Err(Error::Connect { .. }) if deadline.may_wait() => {
-                outage.down();
                 let Some(retry_at) = deadline.retry_at(pause) else { return Err(ends.timed_out(outage)) };
                 // A close ends the pause: the next turn refuses.
                 tokio::select! {
