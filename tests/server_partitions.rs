@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use zk_lock::testing::{audit, wait_for_children, TestingCluster};
-use zk_lock::{Client, LostReason};
+use zk_lock::{Client, ConnectionState, LostReason};
 use zookeeper_client::{Acls, CreateMode};
 
 #[path = "server_partitions/curator.rs"]
@@ -115,6 +115,16 @@ async fn told_first(recipe: Recipe, fault: Fault, session: Duration) -> Outcome 
     other.zookeeper().create(&store, b"", &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.unwrap();
 
     let held = recipe.take(&holder, &path, PATIENCE).await.expect("the holder takes the lock");
+    // What a health check of the holder's service sees: Lost, when it comes.
+    let mut states = holder.connection_states();
+    let state_lost_at = tokio::spawn(async move {
+        while let Some(state) = states.next().await {
+            if state == ConnectionState::Lost {
+                return Some(Instant::now());
+            }
+        }
+        None
+    });
     held.fenced_write(&store, b"holder").await.expect("the holder writes while it holds");
     let lost = held.lost();
     let lost_at = tokio::spawn(async move { (lost.await, Instant::now()) });
@@ -169,6 +179,14 @@ async fn told_first(recipe: Recipe, fault: Fault, session: Duration) -> Outcome 
     match (&lost, &grant) {
         (Some((reason, lost_at)), Some((granted_at, _))) => {
             assert!(lost_at < granted_at, "{recipe}, {fault:?}: the holder was told after the other grant: {outcome}");
+            // Its client's connection state says so too, before the grant.
+            let state_lost_at = state_lost_at.await.expect("the connection state task");
+            let state_lost_at = state_lost_at.expect("the holder's client went through ConnectionState::Lost");
+            assert!(
+                state_lost_at < *granted_at,
+                "{recipe}, {fault:?}: ConnectionState::Lost came {:?} after the other grant",
+                state_lost_at - *granted_at
+            );
             assert_ne!(*reason, LostReason::NodeDeleted, "{recipe}, {fault:?}");
             assert!(!held.is_held(), "{recipe}, {fault:?}: is_held() after lost()");
         }
@@ -203,6 +221,9 @@ async fn told_first(recipe: Recipe, fault: Fault, session: Duration) -> Outcome 
         }
     }
     wait_for_children(&other, &recipe.queue(&path), <[String]>::is_empty).await.expect("the queue empties");
+    // A health check's ready() reconnects the old holder's client (on a new session if needed).
+    tokio::time::timeout(PATIENCE, holder.ready()).await.expect("ready within the patience").expect("ready");
+    assert!(holder.connection_state().is_connected(), "{recipe}, {fault:?}: {:?}", holder.connection_state());
     // The lock can be taken at once, by the old holder's client (on a new session if needed).
     let again = recipe.try_take(&holder, &path).await.expect("the lock is free at once after the heal");
     again.release().await.unwrap();

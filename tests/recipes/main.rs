@@ -36,6 +36,7 @@ mod acl;
 mod api;
 mod bad_input;
 mod close;
+mod connection_state;
 mod curator_interop;
 mod curator_peer;
 mod curator_revoke;

@@ -217,7 +217,7 @@ pub mod testing;
 #[path = "private/mod.rs"]
 pub mod __private;
 
-pub use client::{Client, ClientBuilder};
+pub use client::{Client, ClientBuilder, ConnectionState, ConnectionStates};
 pub use error::{Error, LostReason, Result, ZookeeperError, ZookeeperErrorKind};
 pub use layout::{ParticipantKind, Recipe};
 // Named one by one: a new `pub` item of a recipe's module is not public until it is listed here.

@@ -6,6 +6,7 @@
 mod builder;
 mod config;
 mod connect;
+mod connection_state;
 mod unreachable;
 
 use std::fmt;
@@ -21,6 +22,8 @@ pub(crate) use self::config::connect_hosts;
 use self::config::ClientConfig;
 pub(crate) use self::connect::CallDeadline;
 use self::connect::{acls_of, open_session, ANYONE_ALL};
+use self::connection_state::StateTracker;
+pub use self::connection_state::{ConnectionState, ConnectionStates};
 use crate::background;
 use crate::error::{Error, Result};
 use crate::session::Session;
@@ -59,6 +62,8 @@ struct ClientInner {
     id: u64,
     /// [`Client::close`] was called (1): no session is used or opened any more.
     closed: StateCell,
+    /// Its [`ConnectionState`], following its most recent session.
+    state: Arc<StateTracker>,
 }
 
 impl Client {
@@ -82,6 +87,8 @@ impl Client {
     }
 
     fn with_session(config: ClientConfig, session: Arc<Session>) -> Self {
+        let state = StateTracker::new();
+        state.follow(&session);
         let inner = ClientInner {
             config,
             current: RwLock::new(vec![(runtime_key(), session.clone())]),
@@ -89,6 +96,7 @@ impl Client {
             renewing: tokio::sync::Mutex::new(()),
             id: NEXT_CLIENT_ID.fetch_add(1, Ordering::Relaxed),
             closed: StateCell::new(0),
+            state,
         };
         Self { inner: Arc::new(inner) }
     }
@@ -184,6 +192,7 @@ impl Client {
             current.retain(|(_, session)| session.is_usable());
             current.push((runtime_key(), fresh.clone()));
         }
+        self.inner.state.follow(&fresh);
         {
             let mut sessions = self.inner.sessions.lock().unwrap_or_else(|e| e.into_inner());
             sessions.retain(|session| !session.nodes().has_ended());
@@ -222,8 +231,82 @@ impl Client {
     /// the background whether or not it is awaited to the end.
     pub async fn close(&self) {
         self.inner.closed.update(|closed| (closed == 0).then_some(1), |_| {});
+        self.inner.state.close();
         let sessions = self.inner.sessions.lock().unwrap_or_else(|e| e.into_inner()).clone();
         futures::future::join_all(sessions.iter().map(|session| session.close())).await;
+    }
+
+    /// What the client can do with ZooKeeper now (see [`ConnectionState`]).
+    pub fn connection_state(&self) -> ConnectionState {
+        self.inner.state.get()
+    }
+
+    /// The changes of [`connection_state`](Self::connection_state) from now on, in order:
+    /// Curator's `ConnectionStateListener`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: zk_lock::Client) {
+    /// let mut states = client.connection_states();
+    /// tokio::spawn(async move {
+    ///     while let Some(state) = states.next().await {
+    ///         eprintln!("zookeeper: {state:?}");
+    ///     }
+    /// });
+    /// # }
+    /// ```
+    pub fn connection_states(&self) -> ConnectionStates {
+        self.inner.state.changes()
+    }
+
+    /// Whether locks can be taken now without opening a session: the client's most recent
+    /// session is connected ([`ConnectionState::is_connected`]). For a readiness probe that also
+    /// reconnects a client whose session was lost, see [`ready`](Self::ready).
+    pub fn is_ready(&self) -> bool {
+        self.connection_state().is_connected()
+    }
+
+    /// Resolves once the client can take locks: it has a session whose connection is up. A
+    /// client whose session was lost opens a new one (once per call, within the connect
+    /// timeout); a suspended connection is waited for. Bound it with a timeout in a health
+    /// check:
+    ///
+    /// ```no_run
+    /// # async fn demo(client: zk_lock::Client) -> bool {
+    /// let ready = tokio::time::timeout(std::time::Duration::from_secs(1), client.ready()).await;
+    /// matches!(ready, Ok(Ok(())))
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ClientClosed`] once the client was closed (naming the path `/`);
+    /// [`Error::Connect`] if a new session could not be opened; [`Error::Zookeeper`]
+    /// (`SessionExpired`) for a client of [`from_zookeeper`](Self::from_zookeeper) whose session
+    /// ended, which is never renewed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits, and a session it was opening is opened no further.
+    pub async fn ready(&self) -> Result<()> {
+        const ROOT: &str = "/";
+        loop {
+            let session = self.session(ROOT).await?;
+            let mut link = session.link();
+            let settled = tokio::select! {
+                settled = link.wait_for(|link| link.up || link.terminated) => settled.map(|link| *link).ok(),
+                () = self.closed() => return Err(closed_error(ROOT)),
+            };
+            match settled {
+                Some(link) if !link.terminated => {
+                    // Told now, not only when the state's follower gets to it.
+                    self.inner.state.refresh();
+                    return Ok(());
+                }
+                // Ended while we waited: a renewable client opens a new one.
+                _ if self.is_renewable() => continue,
+                _ => return Err(Error::from_zk(zookeeper_client::Error::SessionExpired)),
+            }
+        }
     }
 
     /// Whether [`close`](Self::close) was called on this client or a clone of it.

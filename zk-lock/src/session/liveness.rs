@@ -29,7 +29,7 @@ use super::end::SessionEnd;
 use super::node_table::{self, NodeTable};
 use super::renewal::{ping_bound, Renewals};
 use super::retire::{Reopen, Retirement};
-use super::Health;
+use super::{Health, Link};
 use crate::error::LostReason;
 
 /// The locks are declared lost 4/5 of the session timeout after the moment the leader provably
@@ -54,6 +54,7 @@ pub(super) async fn monitor(
     zk: ZkClient,
     proven: Instant,
     health: watch::Sender<Health>,
+    link: watch::Sender<Link>,
     nodes: Arc<Mutex<NodeTable>>,
     end: Arc<SessionEnd>,
     reopen: Option<Reopen>,
@@ -62,7 +63,7 @@ pub(super) async fn monitor(
     let lose_after = loss_delay(timeout);
     let mut states = zk.state_watcher();
     let mut state = states.state();
-    note_connection(&health, state);
+    note_connection(&health, &link, state);
     let mut heartbeat = Heartbeat::new(zk.clone(), heartbeat_period(timeout));
     // None after a loss until a whole chain of requests sent since proves a renewal again.
     let mut renewals = Renewals::new(ping_bound(timeout), Some(proven));
@@ -75,7 +76,7 @@ pub(super) async fn monitor(
             if state == SessionState::AuthFailed {
                 crate::trace::authentication_refused(&zk.session_id());
             }
-            lose(&health, &nodes, reason, true);
+            lose(&health, &link, &nodes, reason, true);
             match reopen {
                 // Closed by us (all handles dropped): the server ended it.
                 _ if state == SessionState::Closed => end.confirm(&nodes),
@@ -97,7 +98,7 @@ pub(super) async fn monitor(
             biased;
             () = end.close_asked() => {
                 // Told before the server deletes the nodes: the holders learn it first.
-                lose(&health, &nodes, LostReason::SessionClosed, true);
+                lose(&health, &link, &nodes, LostReason::SessionClosed, true);
                 if let Some(reopen) = reopen {
                     // With its runtime gone, nothing can be sent on the session any more.
                     if !end.is_io_gone() {
@@ -115,7 +116,7 @@ pub(super) async fn monitor(
             }
             next = states.changed() => {
                 state_changed = true;
-                note_connection(&health, next);
+                note_connection(&health, &link, next);
                 if next == SessionState::SyncConnected {
                     if let Some(up_at) = seen_up_at {
                         renewals.reconnected(up_at);
@@ -126,7 +127,7 @@ pub(super) async fn monitor(
             // One request at a time: each one is sent after the one before was answered.
             (sent, answered) = heartbeat.answered() => renewals.record(sent, answered),
             () = sleep_until(deadline) => {
-                lose(&health, &nodes, LostReason::ConnectionLost, reopen.is_some());
+                lose(&health, &link, &nodes, LostReason::ConnectionLost, reopen.is_some());
                 if let Some(reopen) = reopen {
                     // Closed no earlier than the server could expire it: closing it sooner would
                     // hand its locks to the next holder sooner than a plain expiry would.
@@ -150,12 +151,14 @@ pub(super) async fn monitor(
 /// Notes in `health` since when the connection has been down, if `state` is not connected.
 /// Nobody waits for it (a wait that times out reads it), so nobody is woken: every waiting
 /// acquisition and every release watch the health for a loss.
-fn note_connection(health: &watch::Sender<Health>, state: SessionState) {
+fn note_connection(health: &watch::Sender<Health>, link: &watch::Sender<Link>, state: SessionState) {
     let now = Instant::now();
+    let up = state == SessionState::SyncConnected;
     health.send_if_modified(|health| {
-        health.down_since = (state != SessionState::SyncConnected).then(|| health.down_since.unwrap_or(now));
+        health.down_since = (!up).then(|| health.down_since.unwrap_or(now));
         false
     });
+    link.send_if_modified(|link| std::mem::replace(&mut link.up, up) != up);
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
@@ -198,7 +201,13 @@ fn terminal_reason(state: SessionState) -> Option<LostReason> {
 }
 
 /// Declares the session's locks lost: to its guards (`health`) and to every node held on it.
-fn lose(health: &watch::Sender<Health>, nodes: &Mutex<NodeTable>, reason: LostReason, terminated: bool) {
+fn lose(
+    health: &watch::Sender<Health>,
+    link: &watch::Sender<Link>,
+    nodes: &Mutex<NodeTable>,
+    reason: LostReason,
+    terminated: bool,
+) {
     // A retired session has lost everything already; its end is no second loss.
     if health.borrow().terminated {
         return;
@@ -213,6 +222,10 @@ fn lose(health: &watch::Sender<Health>, nodes: &Mutex<NodeTable>, reason: LostRe
         health.losses = losses;
         health.reason = Some(reason);
         health.terminated = terminated;
+    });
+    link.send_modify(|link| {
+        link.losses = losses;
+        link.terminated = terminated;
     });
 }
 

@@ -46,10 +46,24 @@ pub(crate) struct Health {
     pub down_since: Option<tokio::time::Instant>,
 }
 
+/// A session's connection as its client's [`ConnectionState`](crate::ConnectionState) follows
+/// it: on a channel of its own, since a change of connection noted in the [`Health`] wakes
+/// nobody (every waiting acquisition and release watches that one).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Link {
+    /// The connection is up (fully connected).
+    pub up: bool,
+    /// How many times the session's locks were lost.
+    pub losses: u64,
+    /// The session must not be used again.
+    pub terminated: bool,
+}
+
 /// A live ZooKeeper session shared by the client and every guard acquired on it.
 pub(crate) struct Session {
     pub zk: zookeeper_client::Client,
     health: watch::Receiver<Health>,
+    link: watch::Receiver<Link>,
     /// Every node the library is responsible for on the session, held or not.
     nodes: Arc<Mutex<NodeTable>>,
     end: Arc<SessionEnd>,
@@ -74,6 +88,9 @@ impl Session {
         requested: tokio::time::Instant,
     ) -> Arc<Self> {
         let (sender, health) = watch::channel(Health::default());
+        // Up from the start if it is: a follower that looks before the monitor does sees no flap.
+        let up = zk.state() == zookeeper_client::SessionState::SyncConnected;
+        let (link_sender, link) = watch::channel(Link { up, ..Link::default() });
         let nodes = Arc::new(Mutex::new(NodeTable::default()));
         let end = Arc::new(SessionEnd::new());
         // The monitor runs on zk-lock's own runtime: it declares a loss even when the runtime
@@ -82,6 +99,7 @@ impl Session {
             zk.clone(),
             requested,
             sender,
+            link_sender,
             nodes.clone(),
             end.clone(),
             reopen.clone(),
@@ -94,7 +112,7 @@ impl Session {
                 let retirement = Retirement::of(&zk, reopen.clone(), nodes.clone(), end.clone());
                 io_runtime::watch_for_shutdown(session.clone(), retirement);
             }
-            Self { zk, health, nodes, end, reopen, monitor, follower }
+            Self { zk, health, link, nodes, end, reopen, monitor, follower }
         })
     }
 
@@ -113,6 +131,11 @@ impl Session {
 
     pub(crate) fn health(&self) -> Health {
         *self.health.borrow()
+    }
+
+    /// Its connection, as the client's connection state follows it.
+    pub(crate) fn link(&self) -> watch::Receiver<Link> {
+        self.link.clone()
     }
 
     /// Since when its connection has been down, if it is down now.
