@@ -15,7 +15,9 @@
 //! HTTP/1.1 over `tokio::net::TcpStream`, one connection per request.
 //!
 //! Each instance serves zk-lock's metrics (feature `metrics`) at `GET /metrics` in Prometheus'
-//! text format, and closes its ZooKeeper session on Ctrl-C (`zk_lock::shutdown`).
+//! text format and a readiness probe at `GET /ready` (200 while its ZooKeeper client can take
+//! locks, 503 with the connection's state otherwise), logs each change of that state, and closes
+//! its ZooKeeper session on Ctrl-C (`zk_lock::shutdown`).
 
 #[path = "stock/cli.rs"]
 mod cli;
@@ -97,7 +99,7 @@ fn run(args: impl Iterator<Item = String>) -> Result<(), Box<dyn std::error::Err
     let locked = !flags.has("--no-lock");
     if flags.get("--serve").is_some() {
         let database = db::sqlite_path("--database", flags.get("--database").ok_or("`--serve` needs `--database`")?)?;
-        return serve(Service { store: Store::open(&database)?, delay, locked });
+        return serve(Service { store: Store::open(&database)?, delay, locked, zookeeper: None });
     }
     let load = Load {
         instances: flags.positive("--instances", 2)?,
@@ -115,15 +117,25 @@ struct Service {
     store: Store,
     delay: Duration,
     locked: bool,
+    /// The ZooKeeper client, once connected (not with `--no-lock`).
+    zookeeper: Option<zk_lock::Client>,
 }
 
 /// One instance: listens on a free loopback port, says where, serves until the parent says stop
 /// or Ctrl-C.
 #[tokio::main]
-async fn serve(service: Service) -> Result<(), Box<dyn std::error::Error>> {
+async fn serve(mut service: Service) -> Result<(), Box<dyn std::error::Error>> {
     if service.locked {
         let connect = std::env::var(zk_lock::config::CONNECT_ENV).map_err(|_| "an instance needs ZK_LOCK_CONNECT")?;
-        zk_lock::connect(&connect).await?;
+        let client = zk_lock::connect(&connect).await?;
+        // Each change of the connection, as an operator reads it in the instance's log.
+        let mut states = client.connection_states();
+        tokio::spawn(async move {
+            while let Some(state) = states.next().await {
+                eprintln!("zookeeper connection: {state:?}");
+            }
+        });
+        service.zookeeper = Some(client);
     }
     let metrics = prometheus()?;
     let listener = TcpListener::bind("127.0.0.1:0").await?;
@@ -132,6 +144,7 @@ async fn serve(service: Service) -> Result<(), Box<dyn std::error::Error>> {
     let app = Router::new()
         .route("/stock/reduce", reduce)
         .route("/metrics", get(move || std::future::ready(metrics.render())))
+        .route("/ready", get(ready))
         .with_state(service);
     let stop = async {
         tokio::select! {
@@ -154,6 +167,18 @@ fn prometheus() -> Result<metrics_exporter_prometheus::PrometheusHandle, Box<dyn
     const SECONDS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 10.0];
     let builder = PrometheusBuilder::new().set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &SECONDS)?;
     Ok(builder.install_recorder()?)
+}
+
+/// `GET /ready`, a readiness probe: 200 once the ZooKeeper client can take locks (a client whose
+/// session was lost opens a new one here), 503 with the connection's state if it cannot within a
+/// second.
+async fn ready(State(service): State<Service>) -> (StatusCode, String) {
+    let Some(client) = service.zookeeper else { return (StatusCode::OK, "ready (no lock)".to_owned()) };
+    match tokio::time::timeout(Duration::from_secs(1), client.ready()).await {
+        Ok(Ok(())) => (StatusCode::OK, "ready".to_owned()),
+        Ok(Err(error)) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {error}")),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {:?}", client.connection_state())),
+    }
 }
 
 /// The query of `/stock/reduce?id=<id>`; axum answers 400 to a request without a numeric `id`.

@@ -10,6 +10,8 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::time::{timeout, Instant};
 
+use zk_lock::testing::Proxy;
+
 use crate::support::examples::{example_binary, number, run_example};
 use crate::support::kazoo::{KazooLock, Recipe};
 use crate::support::{new_client, queue_of, scratch_dir, server, PATIENCE};
@@ -105,12 +107,21 @@ async fn ctrl_c_on_an_instance_hands_its_lock_on_at_once() {
 /// Starts one `stock_http --serve` instance selling `product` (5 units) from a database of its
 /// own, each sale taking `delay`; returns it, its address and its directory.
 async fn start_instance(product: u32, delay: &str) -> (tokio::process::Child, String, PathBuf) {
+    start_instance_on(&server().connect_string(), product, delay).await
+}
+
+/// [`start_instance`] on the ZooKeeper at `connect_string`.
+async fn start_instance_on(
+    connect_string: &str,
+    product: u32,
+    delay: &str,
+) -> (tokio::process::Child, String, PathBuf) {
     let dir = scratch_dir("stock_http", &format!("instance-{product}"));
     let database = dir.join("stock.db");
     let mut instance = tokio::process::Command::new(example_binary("stock_http"))
         .args(["--serve", "1", "--delay", delay, "--database"])
         .arg(format!("sqlite:{}", database.display()))
-        .env(zk_lock::config::CONNECT_ENV, server().connect_string())
+        .env(zk_lock::config::CONNECT_ENV, connect_string)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -178,6 +189,47 @@ async fn the_metrics_page_counts_the_requests_made() {
     let exited = timeout(PATIENCE, instance.wait()).await.expect("the instance exits").unwrap();
     assert!(exited.success(), "{exited}");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// An instance's readiness probe during an outage and after: 200 while connected; 503 naming the
+/// suspended connection once the proxy between the instance and ZooKeeper is cut; 200 again once
+/// it heals (the same session: the outage was shorter than the told-first bound).
+#[tokio::test]
+async fn the_readiness_probe_says_when_zookeeper_is_out_of_reach() {
+    const PRODUCT: u32 = 7105;
+    let proxy = Proxy::start(server().connect_string()).expect("start a proxy");
+    let (mut instance, address, dir) = start_instance_on(&proxy.connect_string(), PRODUCT, "1ms").await;
+    let healthy = get(address.clone(), "/ready".to_owned()).await;
+    println!("--- /ready, connected\n{healthy}");
+    assert!(healthy.starts_with("HTTP/1.1 200") && healthy.ends_with("ready"), "{healthy}");
+
+    proxy.cut();
+    let down = timeout(PATIENCE, probe_until(&address, "HTTP/1.1 503")).await.expect("503 during the outage");
+    println!("--- /ready, ZooKeeper cut off\n{down}");
+    assert!(down.ends_with("not ready: Suspended"), "{down}");
+
+    proxy.heal();
+    let back = timeout(PATIENCE, probe_until(&address, "HTTP/1.1 200")).await.expect("200 after the outage");
+    println!("--- /ready, after the heal\n{back}");
+    assert!(back.ends_with("ready"), "{back}");
+    let sold = get(address.clone(), format!("/stock/reduce?id={PRODUCT}")).await;
+    assert!(sold.starts_with("HTTP/1.1 200"), "the instance sells again: {sold}");
+
+    drop(instance.stdin.take());
+    let exited = timeout(PATIENCE, instance.wait()).await.expect("the instance exits").unwrap();
+    assert!(exited.success(), "{exited}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The instance's `/ready` answer, once it starts with `status`.
+async fn probe_until(address: &str, status: &str) -> String {
+    loop {
+        let answer = get(address.to_owned(), "/ready".to_owned()).await;
+        if answer.starts_with(status) {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The instance's `/metrics` page, once `settled` says so of it.
