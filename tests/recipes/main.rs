@@ -16,8 +16,8 @@
 //! - around the recipes: [`revoke`], [`participants`], [`fenced_writes`], [`acl`], [`tls`],
 //!   [`bad_input`], [`close`] (`Client::close`), [`api`] (compile-time promises), [`requests_per_cycle`] (the server's
 //!   counters), [`new_paths`] (the first lock on a missing path: requests and round trips);
-//! - the attributes: [`macros`], [`macro_tracing`], [`declared`] (their compile errors are
-//!   `tests/ui.rs`), [`lock_order`] (lock-order checking, with the API too);
+//! - the attributes: [`macros`], [`macro_tracing`], [`macro_queue_reports`], [`declared`] (their
+//!   compile errors are `tests/ui.rs`), [`lock_order`] (lock-order checking, with the API too);
 //! - interop: [`curator_peer`] (the Java side alone), [`curator_interop`], [`curator_rwlock`],
 //!   [`curator_semaphore`], [`curator_revoke`]; kazoo in [`participants`];
 //! - failures: [`partition`] (proxies between a client and the server), [`ensemble`] (a
@@ -50,6 +50,7 @@ mod force_release;
 mod grant_recording;
 mod holders;
 mod lock_order;
+mod macro_queue_reports;
 mod macro_tracing;
 mod macros;
 mod max_hold;

@@ -43,9 +43,26 @@ impl Attribute {
     /// The arguments this attribute accepts, in the order the documentation gives them.
     fn keys(self) -> &'static [&'static str] {
         match self {
-            Self::Mutex | Self::Read | Self::Write => &["path", "timeout", "max_hold", "client", "guard", "on_lost"],
+            Self::Mutex | Self::Read | Self::Write => {
+                &["path", "timeout", "max_hold", "client", "guard", "on_lost", "queue_reports"]
+            }
             Self::Semaphore => &["path", "permits", "timeout", "max_hold", "client", "guard", "on_lost"],
-            Self::Multi => &["paths", "timeout", "max_hold", "client", "guard", "on_lost"],
+            Self::Multi => &["paths", "timeout", "max_hold", "client", "guard", "on_lost", "queue_reports"],
+        }
+    }
+
+    /// Why this attribute refuses `key`, a key other attributes take, when a plain "unknown
+    /// argument" would not say what to do instead.
+    fn refuses(self, key: &str) -> Option<String> {
+        match (self, key) {
+            (Self::Semaphore, "queue_reports") => Some(format!(
+                "{} does not take `queue_reports`: a semaphore reports no place in line (a request waits in its \
+                 internal lock's queue, then for any of the permits to free, not behind one holder; `zk_lock::Semaphore` \
+                 has no `with_queue_reports`); `#[zk_lock]`, `#[zk_read_lock]`, `#[zk_write_lock]` and \
+                 `#[zk_multi_lock]` take it",
+                self.shown()
+            )),
+            _ => None,
         }
     }
 
@@ -94,6 +111,10 @@ pub(crate) struct Args {
     pub on_lost: OnLost,
     /// `#[zk_semaphore]` only: at least 1.
     pub permits: Option<u32>,
+    /// `queue_reports = <expr>`: a `fn(&zk_lock::QueuePosition)` (a function's path, a closure
+    /// that captures nothing), type-checked where the generated code passes it to `Lock`. Not on
+    /// `#[zk_semaphore]`.
+    pub queue_reports: Option<Expr>,
 }
 
 impl Args {
@@ -113,6 +134,7 @@ impl Args {
             guard: None,
             on_lost: OnLost::Abort,
             permits: None,
+            queue_reports: None,
         }
     }
 }
@@ -179,6 +201,7 @@ fn parse_pairs(args: &mut Args, input: ParseStream, errors: &mut Errors) -> syn:
                 "guard" => "guard = g".to_owned(),
                 "on_lost" => "on_lost = \"ignore\"".to_owned(),
                 "permits" => "permits = 4".to_owned(),
+                "queue_reports" => "queue_reports = report_place".to_owned(),
                 _ => attribute.example().to_owned(),
             };
             return Err(syn::Error::new(key.span(), format!("expected `=` after `{name}`, like `{example}`")));
@@ -189,6 +212,10 @@ fn parse_pairs(args: &mut Args, input: ParseStream, errors: &mut Errors) -> syn:
             input.parse::<Token![,]>()?;
         }
 
+        if let Some(refused) = attribute.refuses(&name) {
+            errors.at(key.span(), refused);
+            continue;
+        }
         if !attribute.keys().contains(&name.as_str()) {
             let expected = attribute.keys().iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
             let hint = closest(&name, attribute.keys()).map(|k| format!(" (did you mean `{k}`?)")).unwrap_or_default();
@@ -328,6 +355,28 @@ fn set(args: &mut Args, name: &str, value: &Expr) -> syn::Result<()> {
                 return err("`permits = 0` would let nobody in; give at least 1".into());
             }
             args.permits = Some(permits);
+        }
+        "queue_reports" => {
+            if let Expr::Lit(ExprLit { lit, .. }) = value {
+                let named = match lit {
+                    Lit::Str(literal) if syn::parse_str::<syn::Path>(&literal.value()).is_ok() => Some(literal.value()),
+                    _ => None,
+                };
+                let instead = match named {
+                    Some(function) => {
+                        format!("write the function without quotes: `queue_reports = {}`", function.trim())
+                    }
+                    None => {
+                        "like `queue_reports = report_place` with `fn report_place(position: &zk_lock::QueuePosition)`"
+                            .to_owned()
+                    }
+                };
+                return err(format!(
+                    "`queue_reports` takes the function to call with each `&zk_lock::QueuePosition` of a waiting call \
+                     (a `fn(&QueuePosition)`, or a closure that captures nothing), not a literal; {instead}"
+                ));
+            }
+            args.queue_reports = Some(value.clone());
         }
         _ => unreachable!("`{name}` is listed in `Attribute::keys`"),
     }

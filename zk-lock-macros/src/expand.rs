@@ -7,6 +7,7 @@
 use proc_macro2::{Literal, Span, TokenStream};
 use quote::{quote, quote_spanned, ToTokens};
 use syn::ext::IdentExt;
+use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{AttrStyle, Ident, ItemFn, ReturnType, TraitItemFn, Type};
 
@@ -90,6 +91,12 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> TokenStream {
     if let Some(limit) = args.max_hold {
         let (secs, nanos) = (Literal::u64_unsuffixed(limit.as_secs()), Literal::u32_unsuffixed(limit.subsec_nanos()));
         lock.extend(quote!(.max_hold(#secs, #nanos)));
+    }
+    if let Some(report) = &args.queue_reports {
+        // Located at the user's expression: a value that is not a `fn(&QueuePosition)` is
+        // reported there.
+        let at = Span::call_site().located_at(report.span());
+        lock.extend(quote_spanned!(at=> .queue_reports(#report)));
     }
     let acquire = match args.attribute {
         Attribute::Mutex => quote!(mutex(#path)),
@@ -320,6 +327,50 @@ mod tests {
         }
         let out = expand_str(Attribute::Mutex, r#"path = "/a""#, "async fn f() -> u64 { 1 }");
         assert!(out.contains("to return `Result<_, E>`"), "{out}");
+    }
+
+    #[test]
+    fn queue_reports_passes_the_expression_to_the_lock_where_the_recipe_reports() {
+        let item = "async fn f(id: u64) -> Result<(), E> { Ok(()) }";
+        for (which, acquire) in [
+            (Attribute::Mutex, "mutex"),
+            (Attribute::Read, "read"),
+            (Attribute::Write, "write"),
+            (Attribute::Multi, "multi"),
+        ] {
+            let path = if which == Attribute::Multi { r#"paths = ["/a/<id>"]"# } else { r#"path = "/a/<id>""# };
+            let out = expand_str(which, &format!("{path}, timeout = \"1s\", queue_reports = report_place"), item);
+            let expected =
+                format!(". timeout (1 , 0) . queue_reports (report_place) . {acquire} (__zk_lock_path) . await");
+            assert!(out.contains(&expected), "missing `{expected}` in\n{out}");
+        }
+        let out = expand_str(Attribute::Mutex, r#"path = "/a", queue_reports = |p| log::info!("{p}")"#, item);
+        assert!(out.contains(". queue_reports (| p | log :: info ! (\"{p}\")) . mutex"), "{out}");
+        let out = expand_str(Attribute::Mutex, r#"path = "/a""#, item);
+        assert!(!out.contains("queue_reports"), "{out}");
+    }
+
+    #[test]
+    fn queue_reports_is_refused_on_a_semaphore_and_as_a_literal_and_suggested_when_misspelt() {
+        let item = "async fn f() -> Result<(), E> { Ok(()) }";
+        let out = expand_str(Attribute::Semaphore, r#"path = "/w", permits = 2, queue_reports = report_place"#, item);
+        assert_eq!(out.matches("compile_error").count(), 1, "{out}");
+        assert!(out.contains("`#[zk_semaphore]` does not take `queue_reports`"), "{out}");
+        assert!(
+            out.contains("`#[zk_lock]`, `#[zk_read_lock]`, `#[zk_write_lock]` and `#[zk_multi_lock]` take it"),
+            "{out}"
+        );
+        let out = expand_str(Attribute::Mutex, r#"path = "/a", queue_reports = "report_place""#, item);
+        assert!(out.contains("without quotes: `queue_reports = report_place`"), "{out}");
+        let out = expand_str(Attribute::Mutex, r#"path = "/a", queue_reports = 2"#, item);
+        assert!(out.contains("not a literal; like `queue_reports = report_place`"), "{out}");
+        let out = expand_str(Attribute::Write, r#"path = "/a", queue_report = report_place"#, item);
+        assert!(
+            out.contains("unknown argument `queue_report` in `#[zk_write_lock]` (did you mean `queue_reports`?)"),
+            "{out}"
+        );
+        let out = expand_str(Attribute::Mutex, r#"path = "/a", queue_reports"#, item);
+        assert!(out.contains("expected `=` after `queue_reports`, like `queue_reports = report_place`"), "{out}");
     }
 
     /// The expansion shown in `zk-lock`'s crate docs is the real one.

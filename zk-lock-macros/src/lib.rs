@@ -59,6 +59,13 @@ use crate::args::Attribute;
 /// - `on_lost = "abort" | "ignore"`: with `"abort"` (the default) the body is dropped as soon
 ///   as the lock is lost (session expiry, node deleted, `max_hold` reached) and the call
 ///   returns `Error::Lost`; `"ignore"` lets the body finish.
+/// - `queue_reports = <function>`: called with a `&zk_lock::QueuePosition` each time a waiting
+///   call learns of a change in its place in line (its place, the holder's node and data once
+///   read), as `Mutex::with_queue_reports` is; a call granted at once, or re-entering its
+///   holder, is told nothing. The value is a `fn(&zk_lock::QueuePosition)`: a function's path
+///   (`report_place`, `Self::report`) or a closure that captures nothing (`|position|
+///   tracing::info!("{position}")`). The position's `path` is the rendered path, which tells the
+///   calls apart. It runs inside the acquisition: keep it short.
 ///
 /// # Durations
 ///
@@ -121,9 +128,11 @@ pub fn zk_write_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 /// Runs an `async fn` while holding one of `permits` leases of a distributed semaphore
 /// (`zk_lock::Semaphore`, Curator's `InterProcessSemaphoreV2`).
 ///
-/// Takes the arguments of [`zk_lock`](macro@zk_lock), plus `permits = N` (at least 1, default
-/// 1): how many calls may run at once, across all processes. Every user of a path must give the
-/// same number. With `guard = g`, `g` is the lease (`zk_lock::SemaphorePermit`).
+/// Takes the arguments of [`zk_lock`](macro@zk_lock) but `queue_reports` (a semaphore's request
+/// waits for any of the permits, not in a line behind one holder: `zk_lock::Semaphore` reports no
+/// place), plus `permits = N` (at least 1, default 1): how many calls may run at once, across all
+/// processes. Every user of a path must give the same number. With `guard = g`, `g` is the lease
+/// (`zk_lock::SemaphorePermit`).
 ///
 /// Leases are not re-entrant: an annotated call nested in the body on the same path takes a
 /// lease of its own. With one permit (the default) that would wait for itself, so the lock is a
@@ -145,7 +154,9 @@ pub fn zk_semaphore(args: TokenStream, item: TokenStream) -> TokenStream {
 /// Takes `paths = ["<template>", ..]` instead of `path`, and otherwise the arguments of
 /// [`zk_lock`](macro@zk_lock). The rendered paths are sorted and de-duplicated before any lock
 /// is taken, so two calls naming the same locks in different orders cannot deadlock. With
-/// `guard = g`, `g.fencing_token()` is the largest token of the locks.
+/// `guard = g`, `g.fencing_token()` is the largest token of the locks. With `queue_reports = f`,
+/// `f` is told the place of the call in the line of each lock it waits for, `position.path`
+/// naming that lock.
 ///
 /// ```text
 /// #[zk_multi_lock(paths = ["/account_<from>", "/account_<to>"])]

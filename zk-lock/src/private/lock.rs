@@ -2,9 +2,11 @@
 //! patience counted from the call's start, the recipe's target made with the function's
 //! declaration, and the recipe's acquisition.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::declared::Declaration;
+use crate::engine::QueuePosition;
 use crate::error::Result;
 use crate::recipes::multi_lock::{MultiGuard, MultiLock, MultiMember};
 use crate::recipes::mutex::{Mutex, MutexGuard};
@@ -26,13 +28,15 @@ pub struct Lock {
     client: Option<&'static str>,
     limit: Limit,
     max_hold: Option<Duration>,
+    /// `queue_reports = f`: told each waiting acquisition's place, as `with_queue_reports`.
+    queue_reports: Option<fn(&QueuePosition)>,
 }
 
 impl Lock {
     /// The lock declared at `sites` (one per path), with the default client and timeout.
     #[must_use]
     pub const fn declared(sites: &'static [Declaration]) -> Self {
-        Self { sites, client: None, limit: Limit::ClientDefault, max_hold: None }
+        Self { sites, client: None, limit: Limit::ClientDefault, max_hold: None, queue_reports: None }
     }
 
     /// A lock declared nowhere, as one taken through the API, with the default client and
@@ -63,6 +67,16 @@ impl Lock {
         self
     }
 
+    /// `queue_reports = f`: `f` is told where each waiting acquisition stands in its lock's
+    /// queue, as with [`Mutex::with_queue_reports`] (for a multi-lock, each member's queue, each
+    /// position naming its path). A `fn` pointer, so that the lock stays `Copy`; a closure that
+    /// captures nothing coerces to one.
+    #[must_use]
+    pub const fn queue_reports(mut self, report: fn(&QueuePosition)) -> Self {
+        self.queue_reports = Some(report);
+        self
+    }
+
     /// The lock at the rendered `path` on the attribute's client (`None`: the default one, which
     /// the recipe connects on its first use within the call's timeout), and the patience of its
     /// acquisition, counted from the call's start.
@@ -78,6 +92,9 @@ impl Lock {
         let mut target = LockTarget::new(client.as_ref(), path).declared_at(self.sites.get(index));
         if let Some(limit) = self.max_hold {
             target.set_max_hold(limit);
+        }
+        if let Some(report) = self.queue_reports {
+            target.set_queue_reports(Arc::new(report));
         }
         Ok(target)
     }
