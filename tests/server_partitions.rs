@@ -5,7 +5,8 @@
 //!   above `syncLimit x tickTime` (the follower answers reads and pings until it notices);
 //! - the holder on the leader, the leader cut from both followers;
 //! - the leader paused past the session timeout;
-//! - the holder's follower on a slow link to the leader.
+//! - the holder's follower on a slow link to the leader;
+//! - a leader election's leader on a follower cut from the ensemble's leader.
 //!
 //! In every one: `lost()` resolves strictly before the other client is granted (the margin is
 //! printed), the old holder's late fenced write is refused, no node of the holder is left once
@@ -239,6 +240,13 @@ async fn a_holder_on_a_follower_cut_from_the_leader_is_told_first_with_a_timeout
         let outcome = told_first(recipe, Fault::FollowerCutFromLeader, SHORT_SESSION).await;
         assert!(outcome.granted_after.is_some(), "{recipe}: the leader expires the session");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_on_a_follower_cut_from_the_ensembles_leader_is_told_first() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let outcome = told_first(Recipe::Leader, Fault::FollowerCutFromLeader, SHORT_SESSION).await;
+    assert!(outcome.granted_after.is_some(), "the next participant leads once the session expires");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,6 +20,9 @@ import java.util.stream.Stream;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderSelector;
+import org.apache.curator.framework.recipes.leader.LeaderSelectorListenerAdapter;
+import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
@@ -61,6 +64,8 @@ public final class CuratorPeer {
         COMMANDS.put("mutex-counter",
                 new Spec("<lock-path> <iterations> <counter-file>", 3, CuratorPeer::mutexCounter));
         COMMANDS.put("mutex-hold", new Spec("<lock-path>", 1, CuratorPeer::mutexHold));
+        COMMANDS.put("leader-hold", new Spec("<election-path> <id>", 2, CuratorPeer::leaderHold));
+        COMMANDS.put("leader-of", new Spec("<election-path>", 1, CuratorPeer::leaderOf));
         COMMANDS.put("mutex-try", new Spec("<lock-path> <millis>", 2, CuratorPeer::mutexTry));
         COMMANDS.put("rw-counter", new Spec("<lock-path> <count> <counter-file> <reader|writer>", 4,
                 CuratorPeer::rwCounter));
@@ -183,6 +188,41 @@ public final class CuratorPeer {
             mutex.release();
         }
         peer.say("released");
+    }
+
+    /**
+     * Joins the election at the path as {@code id} with a {@link LeaderSelector}: prints
+     * {@code started}, then {@code leading} once it leads, gives the leadership up when {@code
+     * resign} arrives on stdin, and prints {@code resigned}.
+     */
+    private static void leaderHold(CuratorPeer peer, String[] args) throws Exception {
+        CountDownLatch resigned = new CountDownLatch(1);
+        LeaderSelector selector = new LeaderSelector(peer.client, args[0], new LeaderSelectorListenerAdapter() {
+            @Override
+            public void takeLeadership(CuratorFramework client) throws Exception {
+                peer.say("leading");
+                peer.awaitLine("resign");
+                resigned.countDown();
+            }
+        });
+        selector.setId(args[1]);
+        selector.start();
+        peer.say("started");
+        if (!resigned.await(EVENT_WAIT_SECONDS * 2, TimeUnit.SECONDS)) {
+            throw new IllegalStateException("never led and resigned");
+        }
+        selector.close();
+        peer.say("resigned");
+    }
+
+    /** Prints {@code leader <id>} as Curator's {@code LeaderSelector.getLeader()} reads it, or {@code leader none}. */
+    private static void leaderOf(CuratorPeer peer, String[] args) throws Exception {
+        LeaderSelector selector = new LeaderSelector(peer.client, args[0], new LeaderSelectorListenerAdapter() {
+            @Override
+            public void takeLeadership(CuratorFramework client) {}
+        });
+        Participant leader = selector.getLeader();
+        peer.say("leader " + (leader.isLeader() ? leader.getId() : "none"));
     }
 
     /**

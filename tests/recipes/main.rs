@@ -10,16 +10,16 @@
 //! What is where:
 //!
 //! - one module per recipe: [`mutex`], [`rwlock`], [`semaphore`], [`semaphore_mutex`],
-//!   [`multi_lock`], [`shared_count`]; the scenarios every exclusive recipe passes alike
+//!   [`multi_lock`], [`shared_count`], [`leader`] (leader election); the scenarios every exclusive recipe passes alike
 //!   (exclusion under contention, `Busy` and timeouts leaving no node) are written once, in
 //!   [`scenarios`], and run from each recipe's module;
 //! - around the recipes: [`revoke`], [`participants`], [`fenced_writes`], [`acl`], [`tls`],
-//!   [`bad_input`], [`close`] (`Client::close`), [`api`] (compile-time promises), [`requests_per_cycle`] (the server's
+//!   [`bad_input`], [`close`] (`Client::close`), [`connection_state`], [`api`] (compile-time promises), [`requests_per_cycle`] (the server's
 //!   counters), [`new_paths`] (the first lock on a missing path: requests and round trips);
 //! - the attributes: [`macros`], [`macro_tracing`], [`macro_queue_reports`], [`declared`] (their
 //!   compile errors are `tests/ui.rs`), [`lock_order`] (lock-order checking, with the API too);
 //! - interop: [`curator_peer`] (the Java side alone), [`curator_interop`], [`curator_rwlock`],
-//!   [`curator_semaphore`], [`curator_revoke`]; kazoo in [`participants`];
+//!   [`curator_semaphore`], [`curator_revoke`], [`curator_leader`]; kazoo in [`participants`];
 //! - failures: [`partition`] (proxies between a client and the server), [`ensemble`] (a
 //!   three-server ensemble of its own losing its leader), [`runtimes`] (runtimes that end
 //!   while a client lives on);
@@ -38,6 +38,7 @@ mod bad_input;
 mod close;
 mod connection_state;
 mod curator_interop;
+mod curator_leader;
 mod curator_peer;
 mod curator_revoke;
 mod curator_rwlock;
@@ -49,6 +50,7 @@ mod fenced_writes;
 mod force_release;
 mod grant_recording;
 mod holders;
+mod leader;
 mod lock_order;
 mod macro_queue_reports;
 mod macro_tracing;

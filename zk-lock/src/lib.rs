@@ -223,6 +223,7 @@ pub use layout::{ParticipantKind, Recipe};
 // Named one by one: a new `pub` item of a recipe's module is not public until it is listed here.
 pub use engine::{QueueHolder, QueuePosition};
 pub use recipes::force_release::{force_release, force_release_node, force_release_participant};
+pub use recipes::leader::{LeaderElection, Leadership};
 pub use recipes::multi_lock::{MultiGuard, MultiLock, MultiMember};
 pub use recipes::mutex::{Mutex, MutexGuard};
 pub use recipes::participants::{participants, participants_with, Participant, Role};

@@ -1,5 +1,5 @@
 //! One exclusive lock of any of three recipes (a mutex, the write side of a read/write lock, a
-//! one-lease semaphore), its guard, and the wait for a contender to queue behind its holder, for
+//! one-lease semaphore), or a leadership of an election, its guard, and the wait for a contender to queue behind its holder, for
 //! the tests that run one fault against each: the partitions of a client from its server
 //! (`partition.rs`, in this binary) and of the servers from each other
 //! (`tests/server_partitions.rs`, which includes this file by its path).
@@ -10,7 +10,9 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use zk_lock::testing::wait_for_children;
-use zk_lock::{Client, LostReason, Mutex, MutexGuard, RwLock, Semaphore, SemaphorePermit, WriteGuard};
+use zk_lock::{
+    Client, LeaderElection, Leadership, LostReason, Mutex, MutexGuard, RwLock, Semaphore, SemaphorePermit, WriteGuard,
+};
 
 /// Which recipe the lock is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,9 +20,12 @@ pub enum Recipe {
     Mutex,
     Write,
     Semaphore,
+    /// A leader election: a mutex on the wire, run against the faults it adds nothing to once.
+    #[allow(dead_code, reason = "used by tests/server_partitions.rs, not by this binary")]
+    Leader,
 }
 
-/// Every recipe, for a test that runs its fault against each.
+/// Every lock recipe, for a test that runs its fault against each.
 pub const RECIPES: [Recipe; 3] = [Recipe::Mutex, Recipe::Write, Recipe::Semaphore];
 
 impl fmt::Display for Recipe {
@@ -29,6 +34,7 @@ impl fmt::Display for Recipe {
             Self::Mutex => "mutex",
             Self::Write => "rw",
             Self::Semaphore => "semaphore",
+            Self::Leader => "leader",
         })
     }
 }
@@ -40,6 +46,7 @@ impl Recipe {
             Self::Mutex => Held::Mutex(Mutex::with_client(client, path).lock_timeout(timeout).await?),
             Self::Write => Held::Write(RwLock::with_client(client, path).write_timeout(timeout).await?),
             Self::Semaphore => Held::Permit(Semaphore::with_client(client, path, 1).acquire_timeout(timeout).await?),
+            Self::Leader => Held::Leader(LeaderElection::with_client(client, path).lead_timeout(timeout).await?),
         })
     }
 
@@ -52,7 +59,7 @@ impl Recipe {
     pub fn queue(self, path: &str) -> String {
         match self {
             Self::Semaphore => format!("{path}/leases"),
-            Self::Mutex | Self::Write => path.to_owned(),
+            Self::Mutex | Self::Write | Self::Leader => path.to_owned(),
         }
     }
 
@@ -72,6 +79,7 @@ pub enum Held {
     Mutex(MutexGuard),
     Write(WriteGuard),
     Permit(SemaphorePermit),
+    Leader(Leadership),
 }
 
 macro_rules! each_guard {
@@ -80,6 +88,7 @@ macro_rules! each_guard {
             Held::Mutex($guard) => $body,
             Held::Write($guard) => $body,
             Held::Permit($guard) => $body,
+            Held::Leader($guard) => $body,
         }
     };
 }

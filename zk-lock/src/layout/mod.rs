@@ -39,10 +39,13 @@ pub enum Recipe {
     /// [`SemaphoreMutex`](crate::SemaphoreMutex), `#[zk_semaphore]` with one permit: Curator's
     /// `InterProcessSemaphoreMutex`.
     SemaphoreMutex,
+    /// [`LeaderElection`](crate::LeaderElection), `#[zk_leader]`: Curator's `LeaderSelector`,
+    /// whose leader holds an `InterProcessMutex` at the election's path.
+    Leader,
 }
 
 impl Recipe {
-    /// `mutex`, `read`, `write`, `semaphore` or `semaphore-mutex`.
+    /// `mutex`, `read`, `write`, `semaphore`, `semaphore-mutex` or `leader`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Mutex => "mutex",
@@ -50,6 +53,7 @@ impl Recipe {
             Self::Write => "write",
             Self::Semaphore => "semaphore",
             Self::SemaphoreMutex => "semaphore-mutex",
+            Self::Leader => "leader",
         }
     }
 
@@ -65,7 +69,8 @@ impl Recipe {
     /// The queue a lock of this recipe waits in (for a semaphore: its internal mutex).
     pub(crate) fn queue(self) -> &'static Queue {
         match self {
-            Self::Mutex => &MUTEX,
+            // A leader election is a mutex on the wire, as Curator's `LeaderSelector` is.
+            Self::Mutex | Self::Leader => &MUTEX,
             Self::Read => &RW_READ,
             Self::Write => &RW_WRITE,
             Self::Semaphore | Self::SemaphoreMutex => &SEMAPHORE_REQUEST,

@@ -86,6 +86,7 @@ mod bounded_read;
 mod count_node;
 mod downgrade;
 pub(crate) mod force_release;
+pub(crate) mod leader;
 mod max_hold;
 pub(crate) mod multi_lock;
 pub(crate) mod mutex;

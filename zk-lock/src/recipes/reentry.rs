@@ -6,6 +6,7 @@
 //! | acquiring        | innermost holders of the same lock enclosing the call | decision                 |
 //! |------------------|-------------------------------------------------------|--------------------------|
 //! | mutex            | a mutex                                               | borrow its hold          |
+//! | leader           | a leader (of the same election)                       | borrow its hold          |
 //! | read             | a reader                                              | borrow its hold          |
 //! | read             | a writer, no reader                                   | downgrade (a read node at the writer's place) |
 //! | write            | a writer                                              | borrow its hold          |
@@ -46,7 +47,7 @@ pub(crate) fn decide(client: &Client, recipe: Recipe, path: &str) -> Reentry {
     let mut holders = scope::enclosing_holders(client.id(), recipe, path);
     let mut take = |wanted: Recipe| holders.iter().position(|(r, _)| *r == wanted).map(|i| holders.swap_remove(i).1);
     match recipe {
-        Recipe::Mutex => take(Recipe::Mutex).map_or(Reentry::Queue, Reentry::Borrow),
+        Recipe::Mutex | Recipe::Leader => take(recipe).map_or(Reentry::Queue, Reentry::Borrow),
         Recipe::Read => match (take(Recipe::Read), take(Recipe::Write)) {
             (Some(reader), _) => Reentry::Borrow(reader),
             (None, Some(writer)) => Reentry::Downgrade(writer),

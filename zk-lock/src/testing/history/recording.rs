@@ -155,7 +155,8 @@ impl GrantLog for Recorder {
 
 fn kind_of(recipe: Recipe) -> GrantKind {
     match recipe {
-        Recipe::Mutex => GrantKind::Mutex,
+        // A leadership is a mutex's hold on the wire, exclusive as one.
+        Recipe::Mutex | Recipe::Leader => GrantKind::Mutex,
         Recipe::Read => GrantKind::Read,
         Recipe::Write => GrantKind::Write,
         Recipe::SemaphoreMutex => GrantKind::Semaphore { leases: 1 },
