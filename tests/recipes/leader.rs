@@ -1,12 +1,14 @@
 //! `LeaderElection` against a real ZooKeeper (issue 36, point 1): one leader at a time, in the
 //! order they asked, each with a larger fencing token; the id each participant gives is what
 //! `leader()` reads; a leadership lost with its session is told before the next participant leads;
-//! `max_hold` ends a leadership as it ends a hold. Curator's `LeaderSelector` on the same path:
+//! `max_hold` ends a leadership as it ends a hold; `#[zk_leader]` runs a job only while leading. Curator's `LeaderSelector` on the same path:
 //! `curator_leader`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use zk_lock::{Error, LeaderElection, LostReason};
+use tokio::sync::Notify;
+use zk_lock::{zk_leader, Client, Error, LeaderElection, LostReason};
 
 use crate::support::{new_client, queue_of, server, unique_name, PATIENCE};
 
@@ -86,4 +88,78 @@ async fn max_hold_ends_a_leadership_and_the_next_participant_leads() {
     let led = tokio::time::timeout(PATIENCE, next.lead()).await.expect("the next leads").expect("lead");
     assert!(led.fencing_token() > leading.fencing_token());
     led.resign().await.unwrap();
+}
+
+// --- #[zk_leader] ------------------------------------------------------------------------------
+
+/// A job that runs only while its client's participant leads: says it started, runs until told
+/// to stop, returns its leadership's fencing token.
+#[zk_leader(path = "/it-leader/job/<run>", client = "leader-macro-a", guard = leading)]
+async fn job_a(run: u64, started: Arc<Notify>, stop: Arc<Notify>) -> Result<i64, Error> {
+    started.notify_one();
+    stop.notified().await;
+    Ok(leading.fencing_token())
+}
+
+/// The same job in another participant (another client: another process, for the election).
+#[zk_leader(path = "/it-leader/job/<run>", client = "leader-macro-b", guard = leading)]
+async fn job_b(run: u64, started: Arc<Notify>, stop: Arc<Notify>) -> Result<i64, Error> {
+    started.notify_one();
+    stop.notified().await;
+    Ok(leading.fencing_token())
+}
+
+async fn install(name: &str) -> Client {
+    Client::builder(server().connect_string()).install_as(name).await.expect("install a named client")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_annotated_job_runs_only_while_its_participant_leads() {
+    let (a, _b) = (install("leader-macro-a").await, install("leader-macro-b").await);
+    let run = fastrand::u64(..);
+    let path = format!("/it-leader/job/{run}");
+    let (started_a, stop_a, started_b, stop_b) =
+        (Arc::new(Notify::new()), Arc::new(Notify::new()), Arc::new(Notify::new()), Arc::new(Notify::new()));
+
+    let first = tokio::spawn(job_a(run, started_a.clone(), stop_a.clone()));
+    tokio::time::timeout(PATIENCE, started_a.notified()).await.expect("the first participant leads and runs");
+    let second = tokio::spawn(job_b(run, started_b.clone(), stop_b.clone()));
+    queue_of(&a, &path, 2).await;
+    assert!(!second.is_finished());
+
+    stop_a.notify_one();
+    let token_a = first.await.unwrap().expect("the first job ran while leading");
+    // The first job's return gave the leadership up: the second runs now, and only now.
+    tokio::time::timeout(PATIENCE, started_b.notified()).await.expect("the second participant leads and runs");
+    stop_b.notify_one();
+    let token_b = second.await.unwrap().expect("the second job ran while leading");
+    assert!(token_b > token_a, "{token_b} after {token_a}");
+}
+
+#[zk_leader(path = "/it-leader/lost/<run>", client = "leader-macro-lost")]
+async fn job_until_stopped(run: u64, started: Arc<Notify>) -> Result<(), Error> {
+    started.notify_one();
+    std::future::pending().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_annotated_job_whose_leadership_is_lost_is_stopped_and_leads_again_when_called_again() {
+    let client = install("leader-macro-lost").await;
+    let run = fastrand::u64(..);
+    let path = format!("/it-leader/lost/{run}");
+    let started = Arc::new(Notify::new());
+    let job = tokio::spawn(job_until_stopped(run, started.clone()));
+    tokio::time::timeout(PATIENCE, started.notified()).await.expect("the job leads and runs");
+
+    // An operator deletes the leader's node: the job is stopped, and says why.
+    zk_lock::force_release(&client, &path).await.expect("force the leadership away");
+    let outcome = tokio::time::timeout(PATIENCE, job).await.expect("the job stops").unwrap();
+    match outcome {
+        Err(Error::Lost { path: lost, reason: LostReason::NodeDeleted }) => assert_eq!(lost, path),
+        other => panic!("expected Error::Lost (NodeDeleted), got {other:?}"),
+    }
+    // Called again, it leads again.
+    let again = tokio::spawn(job_until_stopped(run, started.clone()));
+    tokio::time::timeout(PATIENCE, started.notified()).await.expect("the job leads again");
+    again.abort();
 }

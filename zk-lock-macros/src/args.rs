@@ -21,6 +21,7 @@ pub(crate) enum Attribute {
     Write,
     Semaphore,
     Multi,
+    Leader,
 }
 
 impl Attribute {
@@ -32,6 +33,7 @@ impl Attribute {
             Self::Write => "zk_write_lock",
             Self::Semaphore => "zk_semaphore",
             Self::Multi => "zk_multi_lock",
+            Self::Leader => "zk_leader",
         }
     }
 
@@ -43,7 +45,7 @@ impl Attribute {
     /// The arguments this attribute accepts, in the order the documentation gives them.
     fn keys(self) -> &'static [&'static str] {
         match self {
-            Self::Mutex | Self::Read | Self::Write => {
+            Self::Mutex | Self::Read | Self::Write | Self::Leader => {
                 &["path", "timeout", "max_hold", "client", "guard", "on_lost", "queue_reports"]
             }
             Self::Semaphore => &["path", "permits", "timeout", "max_hold", "client", "guard", "on_lost"],
@@ -58,8 +60,8 @@ impl Attribute {
             (Self::Semaphore, "queue_reports") => Some(format!(
                 "{} does not take `queue_reports`: a semaphore reports no place in line (a request waits in its \
                  internal lock's queue, then for any of the permits to free, not behind one holder; `zk_lock::Semaphore` \
-                 has no `with_queue_reports`); `#[zk_lock]`, `#[zk_read_lock]`, `#[zk_write_lock]` and \
-                 `#[zk_multi_lock]` take it",
+                 has no `with_queue_reports`); `#[zk_lock]`, `#[zk_read_lock]`, `#[zk_write_lock]`, \
+                 `#[zk_multi_lock]` and `#[zk_leader]` take it",
                 self.shown()
             )),
             _ => None,
@@ -77,6 +79,7 @@ impl Attribute {
         match self {
             Self::Multi => "paths = [\"/accounts/<from>\", \"/accounts/<to>\"]",
             Self::Semaphore => "path = \"/workers/transcode\", permits = 4",
+            Self::Leader => "path = \"/jobs/billing\"",
             _ => "path = \"/locks/orders\"",
         }
     }

@@ -108,6 +108,7 @@ pub(crate) fn expand(args: &Args, function: ItemFn) -> TokenStream {
             quote!(semaphore(#path, #permits))
         }
         Attribute::Multi => quote!(multi(#path)),
+        Attribute::Leader => quote!(leader(#path)),
     };
 
     let bind_guard = args.guard.as_ref().map(|name| quote!(let #name = &#guard;));
@@ -170,6 +171,7 @@ fn declarations(args: &Args, function: &Ident) -> TokenStream {
         Attribute::Write => quote!(Write),
         Attribute::Semaphore if args.is_semaphore_mutex() => quote!(SemaphoreMutex),
         Attribute::Semaphore => quote!(Semaphore),
+        Attribute::Leader => quote!(Leader),
     };
     let function = function.unraw().to_string();
     let each = args.paths.iter().map(|path| {

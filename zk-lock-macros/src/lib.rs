@@ -166,3 +166,31 @@ pub fn zk_semaphore(args: TokenStream, item: TokenStream) -> TokenStream {
 pub fn zk_multi_lock(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::attribute(Attribute::Multi, args.into(), item.into()).into()
 }
+
+/// Runs an `async fn` only while this process leads a leader election (`zk_lock::LeaderElection`,
+/// Curator's `LeaderSelector`: Java and Rust participants of one path elect one leader).
+///
+/// Takes the same arguments as [`zk_lock`](macro@zk_lock). A call waits until its participant
+/// leads (within `timeout`, if given), runs the body while leading, and gives the leadership up
+/// when the body returns, so the next participant in line leads. If the leadership is lost
+/// while the body runs (the session's silence past the told-first bound, its expiry, the node
+/// deleted, `max_hold`), the body is dropped and the call returns `Error::Lost`, before any other
+/// participant can lead; calling the function again waits to lead again. With `guard = g`, `g`
+/// is the `zk_lock::Leadership` (`g.fencing_token()` grows with each leader).
+///
+/// ```text
+/// #[zk_leader(path = "/jobs/billing")]
+/// async fn run_billing() -> Result<(), AppError> { /* .. runs in one process at a time .. */ }
+///
+/// // A worker that runs the job whenever it leads, until it fails otherwise:
+/// loop {
+///     match run_billing().await {
+///         Err(AppError::Lock(zk_lock::Error::Lost { .. })) => continue, // lost it: lead again
+///         outcome => break outcome,
+///     }
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn zk_leader(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::attribute(Attribute::Leader, args.into(), item.into()).into()
+}

@@ -233,7 +233,7 @@ pub use recipes::semaphore::{Semaphore, SemaphorePermit};
 pub use recipes::semaphore_mutex::{SemaphoreMutex, SemaphoreMutexGuard};
 pub use recipes::shared_count::{SharedCount, VersionedCount};
 pub use registry::{connect, default_client, named_client, shutdown};
-pub use zk_lock_macros::{zk_lock, zk_multi_lock, zk_read_lock, zk_semaphore, zk_write_lock};
+pub use zk_lock_macros::{zk_leader, zk_lock, zk_multi_lock, zk_read_lock, zk_semaphore, zk_write_lock};
 /// [zookeeper-client](https://docs.rs/zookeeper-client) 0.11, the ZooKeeper client zk-lock runs
 /// on, for what zk-lock does not wrap: the ACL types of [`ClientBuilder::acl`] (`Acls`, `Acl`,
 /// `AuthId`, `Permission`), [`ClientBuilder::tls_options`]'s `TlsOptions`, the raw client of

@@ -8,6 +8,7 @@ use std::task::Poll;
 
 use crate::error::{Error, Result};
 use crate::holds::HeldNode;
+use crate::recipes::leader::Leadership;
 use crate::recipes::multi_lock::MultiGuard;
 use crate::recipes::mutex::MutexGuard;
 use crate::recipes::rwlock::{ReadGuard, WriteGuard};
@@ -64,7 +65,7 @@ macro_rules! held_through_lost {
     )*};
 }
 
-held_through_lost!(MutexGuard, ReadGuard, WriteGuard, SemaphorePermit, SemaphoreMutexGuard);
+held_through_lost!(MutexGuard, ReadGuard, WriteGuard, SemaphorePermit, SemaphoreMutexGuard, Leadership);
 
 impl AnnotatedGuard for MultiGuard {
     fn lost_error(&self) -> impl Future<Output = Error> + Send + 'static {

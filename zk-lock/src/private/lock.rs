@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::declared::Declaration;
 use crate::engine::QueuePosition;
 use crate::error::Result;
+use crate::recipes::leader::{LeaderElection, Leadership};
 use crate::recipes::multi_lock::{MultiGuard, MultiLock, MultiMember};
 use crate::recipes::mutex::{Mutex, MutexGuard};
 use crate::recipes::patience::{Limit, Patience};
@@ -153,6 +154,17 @@ impl Lock {
     pub async fn semaphore_mutex(self, path: Result<String>) -> Result<SemaphoreMutexGuard> {
         let (target, patience) = self.target(path)?;
         SemaphoreMutex::on(target).acquire(patience).await
+    }
+
+    /// `#[zk_leader]`.
+    ///
+    /// # Errors
+    ///
+    /// The rendering error, or as [`LeaderElection::lead`], the timeout bounding the first
+    /// connection of the default client too.
+    pub async fn leader(self, path: Result<String>) -> Result<Leadership> {
+        let (target, patience) = self.target(path)?;
+        LeaderElection::on(target).acquire(patience).await
     }
 
     /// `#[zk_multi_lock]`.
