@@ -359,7 +359,9 @@ mod tests {
         assert_eq!(out.matches("compile_error").count(), 1, "{out}");
         assert!(out.contains("`#[zk_semaphore]` does not take `queue_reports`"), "{out}");
         assert!(
-            out.contains("`#[zk_lock]`, `#[zk_read_lock]`, `#[zk_write_lock]` and `#[zk_multi_lock]` take it"),
+            out.contains(
+                "`#[zk_lock]`, `#[zk_read_lock]`, `#[zk_write_lock]`, `#[zk_multi_lock]` and `#[zk_leader]` take it"
+            ),
             "{out}"
         );
         let out = expand_str(Attribute::Mutex, r#"path = "/a", queue_reports = "report_place""#, item);
