@@ -60,3 +60,23 @@ fn transfer_shows_the_naive_deadlock_then_finishes_every_transfer_and_conserves_
     assert!(stdout.contains("(total 300; it was 300)"), "the total is conserved in:\n{stdout}");
     assert!(stdout.contains("All 12 transfers done"), "in:\n{stdout}");
 }
+
+#[test]
+fn leader_workers_take_turns_one_leader_at_a_time_with_growing_tokens() {
+    let output = run_example("leader", &["--workers", "2", "--rounds", "4", "--work", "50ms"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    // The table: report, worker, token.
+    let rows: Vec<(i64, i64)> = stdout
+        .lines()
+        .filter_map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+            [report, worker, token] if report.parse::<u32>().is_ok() => {
+                Some((worker.parse().ok()?, token.parse().ok()?))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rows.len(), 4, "4 reports in:\n{stdout}");
+    assert!(rows.windows(2).all(|pair| pair[0].1 < pair[1].1), "tokens grow in:\n{stdout}");
+    assert!(rows.windows(2).all(|pair| pair[0].0 != pair[1].0), "two workers in line take turns in:\n{stdout}");
+    assert!(stdout.contains("4 reports by 2 of 2 workers, one leader at a time"), "{stdout}");
+}
