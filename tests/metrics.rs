@@ -199,3 +199,20 @@ async fn the_queue_place_gauge_forgets_each_waiter_that_left() {
     assert_eq!(place_now(), 0.0, "nobody waits: {}", metrics.render());
     guard.release().await.unwrap();
 }
+
+/// A holder's extensions of its `max_hold` are counted (issue 36, point 4).
+#[tokio::test]
+async fn extensions_of_a_max_hold_are_counted() {
+    let metrics = recorder();
+    let client = new_client().await;
+    let template = r#"recipe="mutex",template="/it-metrics/extended""#;
+    let mutex = Mutex::with_client(&client, "/it-metrics/extended")
+        .with_template("/it-metrics/extended")
+        .with_max_hold(Duration::from_secs(30));
+    let guard = mutex.lock().await.unwrap();
+    for _ in 0..3 {
+        guard.extend_max_hold().await.unwrap();
+    }
+    assert_eq!(value(&metrics.render(), "zk_lock_max_hold_extensions_total", template), 3.0, "{}", metrics.render());
+    guard.release().await.unwrap();
+}

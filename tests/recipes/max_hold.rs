@@ -274,8 +274,62 @@ async fn a_max_hold_nested_in_a_holder_of_the_same_lock_is_enforced() {
         "{outcome:?}"
     );
     assert!(took >= nested_limit && took < nested_limit + SLACK, "the nested limit ended the hold after {took:?}");
-    Mutex::with_client(&other, "/it-max-hold/nested/1").try_lock().await.unwrap().release().await.unwrap();
+    // Granted once the library's delete lands: the holder is told first, before the node goes.
+    let next = Mutex::with_client(&other, "/it-max-hold/nested/1").lock_timeout(PATIENCE).await.unwrap();
+    next.release().await.unwrap();
 
     // Returned in time: the holder keeps its lock past the nested call's limit.
     holds_then_nests(2, Duration::from_millis(50), nested_limit * 2).await.unwrap();
+}
+
+// --- extending a max_hold --------------------------------------------------------------------
+
+/// A long job extends its `max_hold` as it makes progress (issue 36, point 4): it holds well past
+/// its limit while it extends; once it stops, it is ended a limit after its last extension and
+/// the next waiter is granted. The extension is written into the node, where `participants` (and
+/// so `zk-lock inspect`) reads when the hold ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extended_hold_outlives_its_limit_and_ends_a_limit_after_the_last_extension() {
+    // Extended every 300 ms with a 2 s limit: only a 2 s stall between two extensions would end
+    // the hold early.
+    const LIMIT: Duration = Duration::from_secs(2);
+    let path = format!("{PATH}/extended");
+    let (client, other) = (new_client().await, new_client().await);
+    let guard = Mutex::with_client(&client, &path).with_max_hold(LIMIT).lock().await.unwrap();
+    let granted = Instant::now();
+    let waiter = wait_on(&other, &path);
+    let mut last_extension = granted;
+    while granted.elapsed() < LIMIT * 3 / 2 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The limit counts from the start of the call (the node's data is written after).
+        last_extension = Instant::now();
+        guard.extend_max_hold().await.expect("extend while held");
+    }
+    assert!(guard.is_held(), "held {:?}, past its limit of {LIMIT:?}, while extended", granted.elapsed());
+    assert!(!waiter.is_finished(), "nobody else was granted meanwhile");
+
+    let holder = zk_lock::participants_with(&other, &path).await.unwrap().into_iter().next().expect("the holder");
+    let until =
+        holder.holder.expect("zk-lock's holder description").max_hold_until.expect("the extension is in the node");
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    assert!(until > now_ms && until <= now_ms + LIMIT.as_millis() as u64 + 1000, "ends in {} ms", until - now_ms);
+
+    // It stops extending: ended a limit after the last extension, and the next holder granted.
+    let reason = tokio::time::timeout(PATIENCE, guard.lost()).await.expect("lost() resolves");
+    assert_eq!(reason, LostReason::MaxHoldReached { limit: LIMIT });
+    assert!(last_extension.elapsed() >= LIMIT, "ended {:?} after the last extension", last_extension.elapsed());
+    let (_, next) = tokio::time::timeout(PATIENCE, waiter).await.unwrap().unwrap();
+    assert!(matches!(guard.extend_max_hold().await, Err(Error::Lost { .. })), "a lost hold cannot be extended");
+    next.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_hold_without_max_hold_cannot_be_extended() {
+    let client = new_client().await;
+    let guard = Mutex::with_client(&client, format!("{PATH}/no-limit")).lock().await.unwrap();
+    match guard.extend_max_hold().await {
+        Err(error @ Error::InvalidArgument { .. }) => assert!(error.to_string().contains("no max_hold"), "{error}"),
+        other => panic!("expected Error::InvalidArgument, got {other:?}"),
+    }
+    guard.release().await.unwrap();
 }

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io::{self, Write};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::prelude::{Engine as _, BASE64_STANDARD};
 use serde_json::{json, Value};
@@ -273,7 +273,11 @@ pub fn describe(p: &Participant) -> String {
     }
     if let Some(holder) = &p.holder {
         // `HolderDescription::parse` refuses what is unsafe to print; escaped all the same.
-        return escape(&holder.to_string()).into_owned();
+        let mut described = escape(&holder.to_string()).into_owned();
+        if let Some(until) = holder.max_hold_until {
+            described.push_str(&max_hold_note(until, SystemTime::now()));
+        }
+        return described;
     }
     if p.data == REVOKE_MESSAGE {
         return "(revocation requested)".to_owned();
@@ -284,6 +288,16 @@ pub fn describe(p: &Participant) -> String {
     match std::str::from_utf8(&p.data) {
         Ok(text) => shorten(text, MAX_DATA_SHOWN, Cut::End, Shown::Escaped).into_owned(),
         Err(_) => format!("({} bytes of data)", p.data.len()),
+    }
+}
+
+/// When an extended `max_hold` ends the hold (`until`, ms since the epoch), seen at `now`:
+/// ` (max_hold extended: ends in 9.6 s)`, or `.. ended 1.2 s ago` when the holder is late.
+fn max_hold_note(until: u64, now: SystemTime) -> String {
+    let until = UNIX_EPOCH + Duration::from_millis(until);
+    match until.duration_since(now) {
+        Ok(left) => format!(" (max_hold extended: ends in {:.1} s)", left.as_secs_f64()),
+        Err(past) => format!(" (max_hold extended: ended {:.1} s ago)", past.duration().as_secs_f64()),
     }
 }
 
@@ -299,7 +313,10 @@ pub fn too_large(p: &Participant) -> String {
 /// lossy text (U+FFFD for each bad byte) would not tell the bytes. Both are `null` when the data
 /// was too large to read (`data_too_large`; `data_length` is its size either way).
 pub fn participant_json(position: usize, p: &Participant) -> Value {
-    let holder = p.holder.as_ref().map(|h| json!({ "host": h.host, "pid": h.pid, "task": h.task }));
+    let holder = p
+        .holder
+        .as_ref()
+        .map(|h| json!({ "host": h.host, "pid": h.pid, "task": h.task, "max_hold_until_ms": h.max_hold_until }));
     let read = (!p.data_too_large).then_some(&p.data);
     let data = read.and_then(|bytes| std::str::from_utf8(bytes).ok());
     let data_base64 = read.map(|bytes| BASE64_STANDARD.encode(bytes));
@@ -469,5 +486,12 @@ mod tests {
     fn counts_are_plural_when_they_should_be() {
         assert_eq!(counts(1, 0, 0), "1 holder, 0 waiters");
         assert_eq!(counts(2, 1, 1), "2 holders, 1 waiter, 1 node of unknown role");
+    }
+
+    #[test]
+    fn an_extended_max_hold_says_when_it_ends() {
+        let now = UNIX_EPOCH + Duration::from_millis(1_000_000);
+        assert_eq!(max_hold_note(1_009_600, now), " (max_hold extended: ends in 9.6 s)");
+        assert_eq!(max_hold_note(998_800, now), " (max_hold extended: ended 1.2 s ago)");
     }
 }

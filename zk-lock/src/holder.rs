@@ -92,6 +92,9 @@ pub struct HolderDescription {
     pub pid: u32,
     /// The tokio task id, or `None` for code that ran outside any task.
     pub task: Option<u64>,
+    /// When the hold's `max_hold` ends it, in milliseconds since the Unix epoch, once its holder
+    /// extended it (`extend_max_hold`): written into the node then, for `zk-lock inspect`.
+    pub max_hold_until: Option<u64>,
 }
 
 impl HolderDescription {
@@ -114,10 +117,14 @@ impl HolderDescription {
             "none" => None,
             id => Some(canonical_number(id)?),
         };
+        let max_hold_until = match fields.next() {
+            Some(until) => Some(canonical_number(until.strip_prefix("max_hold_until=")?)?),
+            None => None,
+        };
         if fields.next().is_some() {
             return None;
         }
-        Some(Self { host: host.to_owned(), pid, task })
+        Some(Self { host: host.to_owned(), pid, task, max_hold_until })
     }
 }
 
@@ -125,8 +132,12 @@ impl fmt::Display for HolderDescription {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "host={} pid={} task=", self.host, self.pid)?;
         match self.task {
-            Some(task) => write!(f, "{task}"),
-            None => f.write_str("none"),
+            Some(task) => write!(f, "{task}")?,
+            None => f.write_str("none")?,
+        }
+        match self.max_hold_until {
+            Some(until) => write!(f, " max_hold_until={until}"),
+            None => Ok(()),
         }
     }
 }
@@ -149,6 +160,16 @@ mod tests {
             assert_eq!(HolderDescription::parse(foreign), None, "{:?}", String::from_utf8_lossy(foreign));
         }
         assert_eq!(HolderDescription::parse(b"host=a pid=1 task=none extra"), None);
+        let extended = HolderDescription::parse(b"host=a pid=1 task=2 max_hold_until=1764000000000").unwrap();
+        assert_eq!(extended.max_hold_until, Some(1_764_000_000_000));
+        assert_eq!(extended.to_string(), "host=a pid=1 task=2 max_hold_until=1764000000000", "round-trips");
+        for bad in [
+            &b"host=a pid=1 task=2 max_hold_until=x"[..],
+            b"host=a pid=1 task=2 until=1",
+            b"host=a pid=1 task=2 max_hold_until=1 x",
+        ] {
+            assert_eq!(HolderDescription::parse(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
     }
 
     #[test]

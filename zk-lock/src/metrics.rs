@@ -23,6 +23,8 @@ pub const HOLD_SECONDS: &str = "zk_lock_hold_seconds";
 /// Locks lost while held, by `reason`: `session_expired`, `session_closed`,
 /// `connection_lost`, `node_deleted`.
 pub const LOST: &str = "zk_lock_locks_lost_total";
+/// Extensions of a hold's `max_hold` by its holder (`extend_max_hold`).
+pub const MAX_HOLD_EXTENSIONS: &str = "zk_lock_max_hold_extensions_total";
 
 /// The place in line (2: next; the holder is 1st) of the latest waiter of this recipe and
 /// template that learnt of a change, as its `QueuePosition` said, among those still waiting: a
@@ -37,7 +39,7 @@ pub const UNANNOTATED: &str = "(api)";
 /// The labels every metric of one lock carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Labels {
-    /// `mutex`, `read`, `write`, `semaphore`, `semaphore-mutex`.
+    /// `mutex`, `read`, `write`, `semaphore`, `semaphore-mutex`, `leader`.
     pub recipe: &'static str,
     /// The path template of the annotated function, or the class an API lock was given.
     pub template: &'static str,
@@ -154,6 +156,14 @@ impl Drop for QueuePlaces {
             places::left(self.labels, waiter);
         }
     }
+}
+
+/// A holder extended its hold's `max_hold` ([`MAX_HOLD_EXTENSIONS`]).
+pub(crate) fn max_hold_extended(labels: Labels) {
+    #[cfg(feature = "metrics")]
+    ::metrics::counter!(MAX_HOLD_EXTENSIONS, "recipe" => labels.recipe, "template" => labels.template).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = labels;
 }
 
 /// A lock was granted: it counts as held until [`held_ended`].

@@ -116,6 +116,28 @@ macro_rules! lock_guard {
                 self.hold.path()
             }
 
+            /// Extends this lock's `max_hold` (`with_max_hold`, the attribute's `max_hold`): the
+            /// library now ends the hold once it has lasted its limit counted from now (never
+            /// sooner than it would have), as a watchdog renews a lease. A long job calls it as it
+            /// makes progress; a stuck one cannot, so it is still ended within the limit of its
+            /// last call. Counted in `zk_lock_max_hold_extensions_total`; the new end is written
+            /// into the node's holder description (`max_hold_until=<ms since the epoch>`), which
+            /// `zk-lock inspect` shows (not into data given with `with_data`). A call nested in the
+            /// holder extends the limit the lock was granted with.
+            ///
+            /// # Errors
+            ///
+            /// [`Error::InvalidArgument`]($crate::Error::InvalidArgument) if the lock has no
+            /// `max_hold`; [`Error::Lost`]($crate::Error::Lost) if the hold was lost.
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel safe: the limit is extended when the call is first polled; only the write
+            /// into the node's data is left undone.
+            pub async fn extend_max_hold(&self) -> $crate::Result<()> {
+                self.hold.extend_max_hold().await
+            }
+
             /// Whether the lock is still held: not released, and not lost to a session expiry, a
             /// long disconnection or a deletion of the node by someone else.
             pub fn is_held(&self) -> bool {

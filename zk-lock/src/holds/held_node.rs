@@ -2,12 +2,13 @@
 //! for a heartbeat period), deleted exactly once when let go.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use zookeeper_client::Error as ZkError;
 
 use super::grant_log::Granted;
 use super::hold_events::{self, HoldEvents};
+use super::hold_limit::{self, HoldLimit};
 use super::revocation_watch::watch_for_revocation;
 use crate::background;
 use crate::engine::{Claim, Grant};
@@ -32,6 +33,9 @@ pub(crate) struct HeldNode {
     claim: Option<Claim>,
     /// Its entry in its session's node table.
     entry: u64,
+    /// Its `max_hold`, which its guards may extend: the limit it was granted with (a nested
+    /// call's own limit on a borrowed hold is not kept here).
+    limit: OnceLock<Arc<HoldLimit>>,
 }
 
 impl HeldNode {
@@ -57,12 +61,36 @@ impl HeldNode {
             status,
             claim: granted.claim,
             entry,
+            limit: OnceLock::new(),
         })
     }
 
     /// The hold's status, which its session and its `max_hold` write.
     pub(crate) fn status(&self) -> &Arc<HeldStatus<HoldEvents>> {
         &self.status
+    }
+
+    /// The `max_hold` the hold was granted with, which its guards extend (the first one given).
+    pub(crate) fn set_limit(&self, limit: Arc<HoldLimit>) {
+        let _ = self.limit.set(limit);
+    }
+
+    /// Extends the hold's `max_hold` by its limit from now, tells the metrics and, when the node
+    /// carries zk-lock's holder description, writes the new end into it for `zk-lock inspect`.
+    pub(crate) async fn extend_max_hold(&self) -> Result<()> {
+        if let Some(reason) = self.lost_reason() {
+            return Err(self.lost_error(reason));
+        }
+        let Some(limit) = self.limit.get() else {
+            return Err(Error::invalid_argument(
+                self.path(),
+                "this lock has no max_hold to extend; set one with `with_max_hold` or the attribute's `max_hold`",
+            ));
+        };
+        let ends_at = limit.extend();
+        self.status.events().max_hold_extended(self.node_path(), limit.limit(), limit.extensions());
+        hold_limit::note_in_node(&self.session.zk, self.node_path(), ends_at).await;
+        Ok(())
     }
 
     /// The lock path.

@@ -49,6 +49,11 @@ impl HoldEvents {
         self.trace.path(node)
     }
 
+    /// The hold of `node` had its `max_hold` of `limit` extended, `extensions` times so far.
+    pub(crate) fn max_hold_extended(&self, node: &str, limit: std::time::Duration, extensions: u32) {
+        self.trace.max_hold_extended(node, limit, extensions);
+    }
+
     /// Its place among the locks held, for lock-order checking (`None` while checking is off,
     /// or once let go).
     pub(crate) fn order_key(&self) -> Option<lock_order::HeldKey> {

@@ -10,6 +10,7 @@ pub(crate) mod grant_log;
 pub(crate) mod guard;
 mod held_node;
 mod hold_events;
+pub(crate) mod hold_limit;
 mod revocation_watch;
 pub(crate) mod scope;
 

@@ -19,12 +19,12 @@ use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tokio::time::Instant;
 use zookeeper_client::Error as ZkError;
 
 use crate::background;
 use crate::client::Client;
 use crate::error::{Error, LostReason, Result};
+use crate::holds::hold_limit::HoldLimit;
 use crate::holds::HeldNode;
 use crate::session::Session;
 use crate::zk::{broke_connection, delete_with_retry};
@@ -110,9 +110,14 @@ pub(super) fn enforce_or_defer(client: &Client, hold: &Arc<HeldNode>, limit: Dur
     }
 }
 
-/// Ends `hold` when it has lasted `limit`, unless it is let go, or `returned` resolves, first.
+/// Ends `hold` when it has lasted `limit` (from now, or from its holder's last extension of it),
+/// unless it is let go, or `returned` resolves, first.
 fn enforce(client: &Client, hold: &Arc<HeldNode>, limit: Duration, returned: Option<Returned>) {
-    let deadline = Instant::now() + limit;
+    let ends = Arc::new(HoldLimit::starting_now(limit));
+    // A nested call's limit on a borrowed hold is not the one its guards extend.
+    if returned.is_none() {
+        hold.set_limit(ends.clone());
+    }
     let (client, status, node) = (client.clone(), hold.status().clone(), hold.node_path().clone());
     // Weak: the timer must not keep the holder's session alive.
     let holder = Arc::downgrade(hold.session());
@@ -126,7 +131,7 @@ fn enforce(client: &Client, hold: &Arc<HeldNode>, limit: Duration, returned: Opt
         tokio::select! {
             () = status.until_let_go() => return,
             () = returned => return,
-            () = tokio::time::sleep_until(deadline) => {}
+            () = ends.reached() => {}
         }
         // Told before the node goes: its holder learns it first, as of any loss. Released or
         // lost meanwhile (another limit on the same hold included), the node is not ours to
