@@ -13,19 +13,21 @@ by --auth-file (one line; refused if other users may read or write it), else fro
 Never on the command line, which `ps` shows to every user; never printed.
 
 Exit codes:
-  0  success; `watch` exits with 0 when stopped by Ctrl-C (SIGINT) or SIGTERM; `tree` also when
-     it skipped nodes it may not read (it lists them, and says so on stderr)
+  0  success; `watch` and `dev-server` exit with 0 when stopped by Ctrl-C (SIGINT) or SIGTERM;
+     `tree` also when it skipped nodes it may not read (it lists them, and says so on stderr)
   1  the path does not exist (inspect, tree), or there is no holder to revoke (revoke)
   2  usage error: unknown command or option, missing or invalid argument (path, connect string,
-     duration), unusable credentials (--auth-file, $ZK_LOCK_DIGEST)
+     duration, a --data-dir that is not a usable directory), unusable credentials (--auth-file,
+     $ZK_LOCK_DIGEST)
   3  cannot connect: no ZooKeeper session within --timeout, or the connection was lost and stayed
      down for --timeout
-  4  any other error: ZooKeeper refused a request (no permission, ...)
+  4  any other error: ZooKeeper refused a request (no permission, ...); dev-server could not start
+     its server (Java or ZooKeeper missing, --port taken) or the server exited on its own
 
 Errors are reported on stderr; stdout carries only the result (the JSON document with --json, also
 for exit code 1).";
 
-/// zk-lock: inspect, watch and revoke ZooKeeper locks (zk-lock, Apache Curator and kazoo layouts)
+/// zk-lock: inspect, watch and revoke ZooKeeper locks (zk-lock, Apache Curator and kazoo layouts); run a ZooKeeper for development
 #[derive(Debug, Parser)]
 #[command(name = "zk-lock", version, propagate_version = true, after_help = AFTER_HELP)]
 pub struct Args {
@@ -129,6 +131,37 @@ pub enum Command {
         /// Where to start; may be /
         path: String,
     },
+    /// Runs a local ZooKeeper server for development until interrupted (Ctrl-C: exit code 0)
+    ///
+    /// Starts one standalone ZooKeeper (3.8, Debian's `zookeeper` package run by `java`, as the
+    /// testing kit zk_lock::testing does) on 127.0.0.1, and once it serves prints its connect
+    /// string on stdout, like 127.0.0.1:2181, and on stderr the line to paste into other shells,
+    /// `export ZK_LOCK_CONNECT=127.0.0.1:2181`, its pid, and where its data and log are.
+    ///
+    /// Without --data-dir, the data and the log are in a temporary directory deleted on exit.
+    /// With it, they stay in DIR (created if missing; the log is DIR/zookeeper.log), and a later
+    /// run on DIR serves the same nodes. One server at a time per directory.
+    ///
+    /// Ctrl-C (SIGINT), SIGTERM or SIGHUP (its terminal closed) stops the server and exits with
+    /// 0; the JVM never outlives the command, even killed. If the server exits on its own, the
+    /// command exits with 4 and prints the end of its log. Sessions may last 1s to 60s (tickTime 500ms); every
+    /// four-letter word is allowed, so `inspect` shows EXPIRES-IN.
+    ///
+    /// It needs Java and ZooKeeper's jars: on Debian, `apt-get install zookeeper
+    /// default-jre-headless` (zk-lock's scripts/install-deps), or JAVA_HOME and
+    /// ZOOKEEPER_CLASSPATH.
+    ///
+    /// With --json, stdout is one line: {"connect", "port", "pid", "version", "data_dir", "log",
+    /// "temporary"}.
+    #[command(verbatim_doc_comment, display_name = "zk-lock")]
+    DevServer {
+        /// The client port on 127.0.0.1; 0 picks a free one
+        #[arg(long, value_name = "N", default_value_t = crate::connect::DEFAULT_PORT)]
+        port: u16,
+        /// Keep the data and log in DIR, created if missing [default: a temporary directory, deleted on exit]
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
+    },
 }
 
 impl Args {
@@ -146,16 +179,26 @@ impl Args {
             .or(env_connect.filter(|hosts| !hosts.trim().is_empty()))
             .unwrap_or_else(|| zk_lock::config::DEFAULT_CONNECT_STRING.to_owned())
     }
+
+    /// The option given that only commands which connect use (`--connect`, `--auth-file`), for
+    /// `dev-server` to refuse.
+    pub fn connection_option(&self) -> Option<&'static str> {
+        match (&self.connect, &self.auth_file) {
+            (Some(_), _) => Some("--connect"),
+            (None, Some(_)) => Some("--auth-file"),
+            (None, None) => None,
+        }
+    }
 }
 
 /// Lists what is allowed where clap's errors only show the usage line: after an unknown command,
 /// and after an unknown option (in place of clap's tip to pass it as a value after `--`).
 fn explain(mut error: clap::Error) -> clap::Error {
     let tip = match (error.kind(), error.get(ContextKind::InvalidArg)) {
-        (ErrorKind::InvalidSubcommand, _) => "commands are inspect, watch, revoke, tree and help",
+        (ErrorKind::InvalidSubcommand, _) => "commands are inspect, watch, revoke, tree, dev-server and help",
         (ErrorKind::UnknownArgument, Some(ContextValue::String(arg))) if arg.starts_with('-') => {
             "options are --connect <HOSTS>, --timeout <DUR>, --json, --auth-file <FILE>, --interval <DUR> (watch), \
-             -h/--help and -V/--version"
+             --port <N> and --data-dir <DIR> (dev-server), -h/--help and -V/--version"
         }
         _ => return error,
     };
@@ -286,6 +329,24 @@ mod tests {
         let error = parse(&["inspect", "/a", "--interval", "1s"]).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::UnknownArgument, "inspect has no --interval");
     }
+    #[test]
+    fn dev_server_defaults_to_port_2181_and_a_temporary_directory() {
+        let parsed = parse(&["dev-server"]).unwrap();
+        assert_eq!(parsed.command, Command::DevServer { port: 2181, data_dir: None });
+        assert_eq!(parsed.connection_option(), None);
+        let parsed = parse(&["dev-server", "--port", "0", "--data-dir=zk-data", "--json"]).unwrap();
+        assert_eq!(parsed.command, Command::DevServer { port: 0, data_dir: Some(PathBuf::from("zk-data")) });
+        assert!(parsed.json);
+        assert_eq!(parse(&["dev-server", "--connect", "h:1"]).unwrap().connection_option(), Some("--connect"));
+        assert_eq!(parse(&["--auth-file", "f", "dev-server"]).unwrap().connection_option(), Some("--auth-file"));
+        for bad in ["65536", "-1", "http"] {
+            let error = parse(&["dev-server", "--port", bad]).unwrap_err();
+            assert_eq!(error.exit_code(), 2, "{bad}");
+        }
+        let error = parse(&["inspect", "/a", "--port", "1"]).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::UnknownArgument, "only dev-server has --port");
+    }
+
     #[test]
     fn durations() {
         assert_eq!(parse_timeout("1m30s"), Ok(Duration::from_secs(90)));

@@ -9,8 +9,8 @@ use zookeeper_client::SessionState;
 use crate::credentials::Digest;
 use crate::error::CliError;
 
-/// The port ZooKeeper clients use when the connect string names none.
-const DEFAULT_PORT: u16 = 2181;
+/// The port ZooKeeper clients use when the connect string names none, and `dev-server`'s.
+pub const DEFAULT_PORT: u16 = 2181;
 
 /// One server of a connect string.
 #[derive(Debug, Clone, PartialEq, Eq)]

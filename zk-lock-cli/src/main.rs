@@ -1,10 +1,12 @@
-//! `zk-lock`: inspect, watch, revoke and list ZooKeeper locks (zk-lock, Apache Curator and kazoo).
+//! `zk-lock`: inspect, watch, revoke and list ZooKeeper locks (zk-lock, Apache Curator and kazoo),
+//! and run a local ZooKeeper for development.
 //!
 //! Run `zk-lock --help` for commands, options and exit codes.
 
 mod args;
 mod connect;
 mod credentials;
+mod dev_server;
 mod error;
 mod inspect;
 mod output;
@@ -32,6 +34,13 @@ fn execute(args: &Args) -> u8 {
         Ok(runtime) => runtime,
         Err(e) => return fail(&CliError::other(format!("cannot start tokio: {e}"))),
     };
+    if let Command::DevServer { port, data_dir } = &args.command {
+        // It prints as it goes, and talks to no server but its own.
+        return match runtime.block_on(dev_server::run(args, *port, data_dir.as_deref())) {
+            Ok(()) => error::SUCCESS,
+            Err(error) => fail(&error),
+        };
+    }
     let outcome = runtime.block_on(run(args));
     match outcome {
         // `watch` printed as it went.
@@ -96,6 +105,7 @@ async fn run_with(
                 revoke::force(&client, path, node.as_deref()).await.map(Some)
             }
             Command::Tree { path } => tree::run(&client, path).await.map(Some),
+            Command::DevServer { .. } => Ok(None),
         }
     };
     let bounded = connect::bounded(&client, args.timeout, command);
@@ -111,6 +121,7 @@ async fn run_with(
 fn check_path(command: &Command) -> Result<(), CliError> {
     let path = match command {
         Command::Tree { path } if path == "/" => return Ok(()),
+        Command::DevServer { .. } => return Ok(()),
         Command::Inspect { path }
         | Command::Watch { path, .. }
         | Command::Revoke { path, .. }

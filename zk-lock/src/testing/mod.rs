@@ -18,6 +18,8 @@
 //!   [kill](TestingServer::kill) and [restart](TestingServer::restart).
 //! * [`TestingServer::start_secure`] adds a TLS client port, with the certificates of a
 //!   [`SecureClientPort`].
+//! * [`TestingServer::builder`] chooses the client port, or keeps the data in a directory of
+//!   yours that outlives the server ([`ServerBuilder`]): what `zk-lock dev-server` runs.
 //! * [`TestingCluster::start`] runs a real ensemble, for leader failover; its servers can be
 //!   paused, and partitioned from each other ([`TestingCluster::isolate`] and friends), with
 //!   the timing a test chooses ([`TestingCluster::builder`]).
@@ -35,12 +37,15 @@
 //!   [`check`](History::check) lists every overlap of exclusive holders, semaphore over-lease,
 //!   fencing token going backwards and stale write accepted.
 //!
-//! Every server runs in its own temporary directory and on free loopback ports. Dropping a
-//! server kills it and deletes its directory. Servers never outlive the test process, even when
-//! they are never dropped (a `static`, a `mem::forget`, a panic with `panic = "abort"`): each JVM
-//! is watched by a small shell that kills it when the test process goes away. Directories that
-//! still outlive their process (when its whole process group was killed at once) are deleted by
-//! a later test process, once they are an hour old.
+//! Every server runs in its own temporary directory and on free loopback ports (unless a
+//! [`ServerBuilder`] chose them). Dropping a server kills it and deletes its directory (not a
+//! data directory given to [`ServerBuilder::data_dir`]). Servers never outlive the test
+//! process, even when they are never dropped (a `static`, a `mem::forget`, a panic with
+//! `panic = "abort"`): each JVM is watched by a small shell that kills it when the test process
+//! goes away. That shell and the JVM run in a process group of their own, so a Ctrl-C at the
+//! terminal, or a kill of the test's whole process group, reaches only the test process, whose
+//! going away stops them. Directories that still outlive their process (when the JVM had died
+//! first) are deleted by a later test process, once they are an hour old.
 //!
 //! The methods that start and stop servers block the calling thread, for up to about thirty
 //! seconds; calling them from `#[tokio::test]` is fine.
@@ -96,6 +101,7 @@ mod probe;
 mod process;
 mod proxy;
 mod server;
+mod server_builder;
 mod session;
 mod tempdir;
 
@@ -113,6 +119,7 @@ pub use java::{find_java, zookeeper_classpath, JavaSetup};
 pub use kazoo::python_with_kazoo;
 pub use proxy::{Direction, Proxy};
 pub use server::TestingServer;
+pub use server_builder::ServerBuilder;
 pub use session::{expire_session, SessionOf};
 
 /// The certificates of a test server's TLS client port ([`TestingServer::start_secure`]), as
@@ -203,6 +210,25 @@ pub enum TestingError {
         /// The underlying error.
         #[source]
         source: std::io::Error,
+    },
+
+    /// The client port given to [`ServerBuilder::port`] is taken by another process.
+    #[error(
+        "port {port} on 127.0.0.1 is in use by another process (another zookeeper server?); \
+         choose another port, or port 0 for any free one"
+    )]
+    PortInUse {
+        /// The port.
+        port: u16,
+    },
+
+    /// The data directory given to [`ServerBuilder::data_dir`] cannot be used.
+    #[error("cannot use {} as the zookeeper data directory: {reason}", dir.display())]
+    DataDir {
+        /// The directory, as given.
+        dir: PathBuf,
+        /// Why not, and what to do about it.
+        reason: String,
     },
 
     /// A server process exited before it was serving.

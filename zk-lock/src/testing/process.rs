@@ -4,7 +4,9 @@
 //! signal or an abort. So the JVM is not our child: a small `sh` watchdog starts it and keeps a
 //! pipe from us as its stdin. When our process goes away, however it goes, the kernel closes
 //! that pipe; the watchdog's `read` returns, and it kills the JVM and deletes the server's
-//! directory. `sh` and `kill` are used so that the kit needs no `libc` dependency.
+//! directory. `sh` and `kill` are used so that the kit needs no `libc` dependency. The shell
+//! leads a process group of its own, so that signals meant for our process group (a terminal's
+//! Ctrl-C) do not reach it.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
@@ -111,6 +113,12 @@ impl JvmProcess {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log);
+        // A process group of its own: a terminal's Ctrl-C, SIGINT to the whole foreground group,
+        // would kill this shell (Java, started in the background, ignores it), and we would take
+        // the shell's exit for Java's while Java runs on. Only our process gets it now: it stops
+        // the server as it chooses or, going away, through the pipe.
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut shell, 0);
         let mut shell = shell.spawn().map_err(|err| TestingError::io("run `sh` to start the zookeeper JVM", err))?;
         let pipe = shell.stdin.take();
         let java_pid = match read_java_pid(&mut shell) {

@@ -2,7 +2,7 @@
 
 use std::ffi::OsStr;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
@@ -15,6 +15,7 @@ use super::probe::{
     STOP_GRACE,
 };
 use super::process::{JvmCommand, JvmProcess};
+use super::server_builder::{port_error, prepare_data_dir, ServerBuilder, KEPT_LOG};
 use super::{tempdir, Result, SecureClientPort, TestingError};
 
 const MAIN_CLASS: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
@@ -24,7 +25,8 @@ const PORT_ATTEMPTS: usize = 5;
 
 /// A standalone ZooKeeper server in its own temporary directory, on a free loopback port.
 ///
-/// Start one with [`TestingServer::start`], or use the per-process [`shared_server`]. All
+/// Start one with [`TestingServer::start`], or use the per-process [`shared_server`];
+/// [`TestingServer::builder`] chooses the port and keeps the data in a directory of yours. All
 /// methods take `&self`, so a server can be shared between tasks and stopped or restarted by
 /// any of them; they block the calling thread until done.
 ///
@@ -55,7 +57,13 @@ impl TestingServer {
     /// is missing; [`TestingError::Exited`] or [`TestingError::NotServing`], quoting the server
     /// log, when it does not come up; [`TestingError::Io`] when its directory cannot be made.
     pub fn start() -> Result<TestingServer> {
-        Self::start_with(None)
+        Self::start_with(None, &ServerBuilder::default())
+    }
+
+    /// Chooses the client port, or a data directory that outlives the server, before starting
+    /// it.
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder::default()
     }
 
     /// Starts a server that also serves TLS clients on a second port, its
@@ -68,19 +76,29 @@ impl TestingServer {
     /// As [`start`](Self::start); a server that cannot read the certificates exits, and the
     /// error quotes its log.
     pub fn start_secure(tls: SecureClientPort) -> Result<TestingServer> {
-        Self::start_with(Some(tls))
+        Self::start_with(Some(tls), &ServerBuilder::default())
     }
 
-    fn start_with(tls: Option<SecureClientPort>) -> Result<TestingServer> {
+    pub(super) fn start_with(tls: Option<SecureClientPort>, options: &ServerBuilder) -> Result<TestingServer> {
+        // The caller's mistakes first, as they need no Java to be found.
+        let kept_data = options.data_dir.as_deref().map(prepare_data_dir).transpose()?;
         let setup = JavaSetup::detect()?;
+        if options.port != 0 {
+            // Said at once, instead of after a JVM's start-up, when it is plainly taken.
+            TcpListener::bind((Ipv4Addr::LOCALHOST, options.port)).map_err(|err| port_error(options.port, err))?;
+        }
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let server = TestingServer::prepare(setup.clone(), tls.clone())?;
+            let server = TestingServer::prepare(setup.clone(), tls.clone(), options.port, kept_data.as_deref())?;
             match server.launch() {
                 Ok(process) => {
                     *server.lock() = Some(process);
                     return Ok(server);
+                }
+                // Another process took the chosen port meanwhile.
+                Err(failure) if failure.port_taken && options.port != 0 && tls.is_none() => {
+                    return Err(TestingError::PortInUse { port: options.port })
                 }
                 // Dropping `server` deletes its directory; the next attempt gets fresh ones.
                 Err(failure) if failure.port_taken && attempt < PORT_ATTEMPTS => continue,
@@ -89,29 +107,39 @@ impl TestingServer {
         }
     }
 
-    /// Creates the directory and configuration of a server on free ports.
-    fn prepare(setup: JavaSetup, tls: Option<SecureClientPort>) -> Result<TestingServer> {
-        let (port, secure) = match tls {
-            None => (free_port()?, None),
-            Some(tls) => {
+    /// Creates the directory and configuration of a server on `port`, or on free ports if it is
+    /// 0, with its data in `kept_data` if given (checked by [`prepare_data_dir`]), else in its
+    /// directory.
+    fn prepare(
+        setup: JavaSetup,
+        tls: Option<SecureClientPort>,
+        port: u16,
+        kept_data: Option<&Path>,
+    ) -> Result<TestingServer> {
+        let (port, secure) = match (port, tls) {
+            (0, None) => (free_port()?, None),
+            (0, Some(tls)) => {
                 let ports = free_ports(2)?;
                 (ports[0], Some((ports[1], tls)))
             }
+            (port, tls) => (port, tls.map(|tls| free_port().map(|secure| (secure, tls))).transpose()?),
         };
         let dir = tempdir::create("server")?;
-        // From here on, dropping `server` deletes the directory.
+        // From here on, dropping `server` deletes the directory (and only it: not `kept_data`).
         let server = TestingServer {
-            data_dir: dir.join("data"),
+            data_dir: kept_data.map_or_else(|| dir.join("data"), Path::to_owned),
             config: dir.join("zoo.cfg"),
-            log: dir.join("zookeeper.log"),
+            log: kept_data.map_or_else(|| dir.join("zookeeper.log"), |data| data.join(KEPT_LOG)),
             dir,
             port,
             secure,
             setup,
             process: Mutex::new(None),
         };
-        std::fs::create_dir(&server.data_dir)
-            .map_err(|err| TestingError::io(format!("create {}", server.data_dir.display()), err))?;
+        if kept_data.is_none() {
+            std::fs::create_dir(&server.data_dir)
+                .map_err(|err| TestingError::io(format!("create {}", server.data_dir.display()), err))?;
+        }
         std::fs::write(&server.config, server.config_text())
             .map_err(|err| TestingError::io(format!("write {}", server.config.display()), err))?;
         Ok(server)
@@ -182,7 +210,8 @@ impl TestingServer {
         self.secure_addr().map(|addr| addr.to_string())
     }
 
-    /// The server's data directory (snapshots and transaction logs).
+    /// The server's data directory (snapshots and transaction logs): in its temporary
+    /// directory, or the one given to [`ServerBuilder::data_dir`] (as an absolute path).
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
     }
@@ -321,6 +350,20 @@ impl TestingServer {
     /// As [`expire_session`](super::expire_session).
     pub async fn expire_session(&self, client: &impl super::SessionOf) -> Result<()> {
         super::expire_session(client, &self.connect_string()).await
+    }
+}
+
+impl ServerBuilder {
+    /// Starts the server and waits until it serves requests, as [`TestingServer::start`] does.
+    ///
+    /// # Errors
+    ///
+    /// As [`TestingServer::start`]; [`TestingError::PortInUse`] when the port given to
+    /// [`port`](Self::port) is taken; [`TestingError::DataDir`] when the directory given to
+    /// [`data_dir`](Self::data_dir) is not a directory, cannot be created or written, or has a
+    /// path that `zoo.cfg` cannot hold.
+    pub fn start(self) -> Result<TestingServer> {
+        TestingServer::start_with(None, &self)
     }
 }
 

@@ -42,7 +42,8 @@ pub(crate) fn remove(dir: &Path) {
 /// Deletes directories left by test processes that are gone, once per process.
 ///
 /// The watchdog of each server deletes its directory when the test process dies, but not when
-/// the whole process group was killed at once, nor when the JVM had died first. Liveness is
+/// the watchdog was killed too (it has a process group of its own, out of reach of a kill of the
+/// test's group, but not of a wider one), nor when the JVM had died first. Liveness is
 /// read from `/proc`; without it nothing is deleted.
 fn sweep_stale(base: &Path) {
     if !Path::new("/proc/self").exists() {
