@@ -211,7 +211,7 @@ async fn extensions_of_a_max_hold_are_counted() {
         .with_max_hold(Duration::from_secs(30));
     let guard = mutex.lock().await.unwrap();
     for _ in 0..3 {
-        guard.extend_max_hold().await.unwrap();
+        guard.extend_max_hold().unwrap();
     }
     assert_eq!(value(&metrics.render(), "zk_lock_max_hold_extensions_total", template), 3.0, "{}", metrics.render());
     guard.release().await.unwrap();

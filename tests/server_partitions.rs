@@ -181,7 +181,8 @@ async fn told_first(recipe: Recipe, fault: Fault, session: Duration) -> Outcome 
         (Some((reason, lost_at)), Some((granted_at, _))) => {
             assert!(lost_at < granted_at, "{recipe}, {fault:?}: the holder was told after the other grant: {outcome}");
             // Its client's connection state says so too, before the grant.
-            let state_lost_at = state_lost_at.await.expect("the connection state task");
+            let state_lost_at = tokio::time::timeout(PATIENCE, state_lost_at).await;
+            let state_lost_at = state_lost_at.expect("ConnectionState::Lost within the patience").expect("the task");
             let state_lost_at = state_lost_at.expect("the holder's client went through ConnectionState::Lost");
             assert!(
                 state_lost_at < *granted_at,

@@ -74,7 +74,7 @@ async fn a_cut_past_the_bound_is_lost_and_ready_opens_a_new_session_once_the_ser
     assert_eq!(reason, Some(LostReason::ConnectionLost), "told by the time the state says Lost");
     assert!(!client.is_ready());
 
-    // The servers are out of reach: ready() keeps trying within the connect timeout.
+    // The servers are back: ready() opens a new session.
     proxy.heal();
     tokio::time::timeout(PATIENCE, client.ready()).await.expect("ready within the patience").expect("ready");
     assert_eq!(next_change(&mut states).await, ConnectionState::Connected, "a new session");

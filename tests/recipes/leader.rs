@@ -90,6 +90,27 @@ async fn max_hold_ends_a_leadership_and_the_next_participant_leads() {
     led.resign().await.unwrap();
 }
 
+/// A mutex and a leader election at one path share one queue: either taken inside a holder of
+/// the other through the same client would wait for itself, so it is refused at once.
+#[tokio::test]
+async fn a_mutex_inside_a_leader_of_the_same_path_is_refused_not_left_waiting_for_itself() {
+    let path = election_path("mutex-inside");
+    let client = new_client().await;
+    let leading = LeaderElection::with_client(&client, &path).lead().await.expect("lead");
+    let inside = leading.scope(zk_lock::Mutex::with_client(&client, &path).lock()).await;
+    assert!(matches!(inside, Err(Error::WouldDeadlock { .. })), "{inside:?}");
+    let again = leading.scope(LeaderElection::with_client(&client, &path).lead()).await;
+    let nested = again.expect("a leader nested in its own leadership re-enters it");
+    assert_eq!(nested.fencing_token(), leading.fencing_token(), "the same node");
+    drop(nested);
+    leading.resign().await.unwrap();
+
+    let held = zk_lock::Mutex::with_client(&client, &path).lock().await.expect("lock");
+    let inside = held.scope(LeaderElection::with_client(&client, &path).lead()).await;
+    assert!(matches!(inside, Err(Error::WouldDeadlock { .. })), "{inside:?}");
+    held.release().await.unwrap();
+}
+
 // --- #[zk_leader] ------------------------------------------------------------------------------
 
 /// A job that runs only while its client's participant leads: says it started, runs until told

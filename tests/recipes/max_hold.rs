@@ -301,9 +301,8 @@ async fn an_extended_hold_outlives_its_limit_and_ends_a_limit_after_the_last_ext
     let mut last_extension = granted;
     while granted.elapsed() < LIMIT * 3 / 2 {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        // The limit counts from the start of the call (the node's data is written after).
         last_extension = Instant::now();
-        guard.extend_max_hold().await.expect("extend while held");
+        guard.extend_max_hold().expect("extend while held");
     }
     assert!(guard.is_held(), "held {:?}, past its limit of {LIMIT:?}, while extended", granted.elapsed());
     assert!(!waiter.is_finished(), "nobody else was granted meanwhile");
@@ -319,7 +318,7 @@ async fn an_extended_hold_outlives_its_limit_and_ends_a_limit_after_the_last_ext
     assert_eq!(reason, LostReason::MaxHoldReached { limit: LIMIT });
     assert!(last_extension.elapsed() >= LIMIT, "ended {:?} after the last extension", last_extension.elapsed());
     let (_, next) = tokio::time::timeout(PATIENCE, waiter).await.unwrap().unwrap();
-    assert!(matches!(guard.extend_max_hold().await, Err(Error::Lost { .. })), "a lost hold cannot be extended");
+    assert!(matches!(guard.extend_max_hold(), Err(Error::Lost { .. })), "a lost hold cannot be extended");
     next.release().await.unwrap();
 }
 
@@ -327,7 +326,7 @@ async fn an_extended_hold_outlives_its_limit_and_ends_a_limit_after_the_last_ext
 async fn a_hold_without_max_hold_cannot_be_extended() {
     let client = new_client().await;
     let guard = Mutex::with_client(&client, format!("{PATH}/no-limit")).lock().await.unwrap();
-    match guard.extend_max_hold().await {
+    match guard.extend_max_hold() {
         Err(error @ Error::InvalidArgument { .. }) => assert!(error.to_string().contains("no max_hold"), "{error}"),
         other => panic!("expected Error::InvalidArgument, got {other:?}"),
     }

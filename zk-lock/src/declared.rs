@@ -81,13 +81,18 @@ pub enum Conflict {
 impl fmt::Display for Conflict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::RecipeMismatch(a, b) => write!(
-                f,
-                "`{}` is used as a {} and as a {} ({a}; {b}); use one recipe per path",
-                a.template,
-                a.recipe.family(),
-                b.recipe.family()
-            ),
+            Self::RecipeMismatch(a, b) => {
+                // A mutex and a leader election share a family (one queue): named by recipe.
+                let same_family = a.recipe.family() == b.recipe.family();
+                let named = |recipe: Recipe| if same_family { recipe.as_str() } else { recipe.family() };
+                write!(
+                    f,
+                    "`{}` is used as a {} and as a {} ({a}; {b}); use one recipe per path",
+                    a.template,
+                    named(a.recipe),
+                    named(b.recipe)
+                )
+            }
             Self::Nested { outer, inner } => write!(
                 f,
                 "`{}` may lie under `{}` ({inner}; {outer}); lock paths must not be nested, give them separate parents",
@@ -117,7 +122,10 @@ fn conflicts(all: &[Declaration]) -> Vec<Conflict> {
     for (i, a) in all.iter().enumerate() {
         for b in &all[i + 1..] {
             if a.template == b.template {
-                if a.recipe.family() != b.recipe.family() {
+                // One template, one recipe; but the two sides of a read/write lock.
+                let sides_of_one_rwlock =
+                    a.recipe.family() == Recipe::Read.family() && b.recipe.family() == Recipe::Read.family();
+                if a.recipe != b.recipe && !sides_of_one_rwlock {
                     found.push(Conflict::RecipeMismatch(*a, *b));
                 }
             } else if may_contain(a.template, b.template) {
@@ -154,6 +162,9 @@ mod tests {
         let bad = [at("/a", Recipe::Mutex), at("/a", Recipe::Write)];
         assert!(matches!(&conflicts(&bad)[..], [Conflict::RecipeMismatch(..)]));
         assert!(conflicts(&bad)[0].to_string().contains("use one recipe per path"));
+        // One queue, but a call of one inside the other would wait for itself.
+        let mixed = conflicts(&[at("/jobs", Recipe::Mutex), at("/jobs", Recipe::Leader)]);
+        assert!(mixed[0].to_string().contains("used as a mutex and as a leader"), "{}", mixed[0]);
     }
 
     #[test]

@@ -167,8 +167,6 @@ impl HoldTrace {
         Self { labels, path_len, since: Instant::now() }
     }
 
-    /// The holder let the lock on `node` go, and ZooKeeper confirmed the delete (`dropped`: by
-    /// dropping its guard rather than releasing it).
     /// Its holder extended its `max_hold` of `limit`, `extensions` times so far.
     pub(crate) fn max_hold_extended(&self, node: &str, limit: std::time::Duration, extensions: u32) {
         metrics::max_hold_extended(self.labels);
@@ -176,6 +174,8 @@ impl HoldTrace {
         tracing::debug!(target: TARGET, node, limit_ms, extensions, "max_hold extended");
     }
 
+    /// The holder let the lock on `node` go, and ZooKeeper confirmed the delete (`dropped`: by
+    /// dropping its guard rather than releasing it).
     pub(crate) fn released(&self, node: &str, dropped: bool) {
         metrics::held_ended(self.labels, None, self.since.elapsed());
         let (recipe, path, held_ms) = self.fields(node);

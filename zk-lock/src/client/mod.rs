@@ -265,10 +265,10 @@ impl Client {
         self.connection_state().is_connected()
     }
 
-    /// Resolves once the client can take locks: it has a session whose connection is up. A
-    /// client whose session was lost opens a new one (once per call, within the connect
-    /// timeout); a suspended connection is waited for. Bound it with a timeout in a health
-    /// check:
+    /// Resolves once the client can take locks: its state is [`Connected`] or [`Reconnected`].
+    /// A client whose session was lost opens a new one (each time one is lost while it waits,
+    /// each within the connect timeout); a suspended connection is waited for. Bound it with a
+    /// timeout in a health check:
     ///
     /// ```no_run
     /// # async fn demo(client: zk_lock::Client) -> bool {
@@ -276,6 +276,9 @@ impl Client {
     /// matches!(ready, Ok(Ok(())))
     /// # }
     /// ```
+    ///
+    /// [`Connected`]: ConnectionState::Connected
+    /// [`Reconnected`]: ConnectionState::Reconnected
     ///
     /// # Errors
     ///
@@ -292,19 +295,28 @@ impl Client {
         loop {
             let session = self.session(ROOT).await?;
             let mut link = session.link();
-            let settled = tokio::select! {
-                settled = link.wait_for(|link| link.up || link.terminated) => settled.map(|link| *link).ok(),
-                () = self.closed() => return Err(closed_error(ROOT)),
-            };
-            match settled {
-                Some(link) if !link.terminated => {
-                    // Told now, not only when the state's follower gets to it.
-                    self.inner.state.refresh();
+            loop {
+                // Told now, not only when the state's follower gets to it.
+                self.inner.state.refresh();
+                if self.connection_state().is_connected() {
                     return Ok(());
                 }
-                // Ended while we waited: a renewable client opens a new one.
-                _ if self.is_renewable() => continue,
-                _ => return Err(Error::from_zk(zookeeper_client::Error::SessionExpired)),
+                if link.borrow_and_update().terminated {
+                    break;
+                }
+                tokio::select! {
+                    changed = link.changed() => {
+                        // The monitor reports a terminal state before it goes.
+                        if changed.is_err() {
+                            break;
+                        }
+                    }
+                    () = self.closed() => return Err(closed_error(ROOT)),
+                }
+            }
+            // Ended while we waited: a renewable client opens a new one.
+            if !self.is_renewable() {
+                return Err(Error::from_zk(zookeeper_client::Error::SessionExpired));
             }
         }
     }

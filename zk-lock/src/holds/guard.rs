@@ -121,21 +121,19 @@ macro_rules! lock_guard {
             /// sooner than it would have), as a watchdog renews a lease. A long job calls it as it
             /// makes progress; a stuck one cannot, so it is still ended within the limit of its
             /// last call. Counted in `zk_lock_max_hold_extensions_total`; the new end is written
-            /// into the node's holder description (`max_hold_until=<ms since the epoch>`), which
-            /// `zk-lock inspect` shows (not into data given with `with_data`). A call nested in the
-            /// holder extends the limit the lock was granted with.
+            /// into the node's holder description (`max_hold_until=<ms since the epoch>`) in the
+            /// background, which `zk-lock inspect` shows (not into data given with `with_data`,
+            /// nor into a leader's node, whose data is its id). It sends nothing before it
+            /// returns, so it does not wait for a disconnected session.
             ///
             /// # Errors
             ///
             /// [`Error::InvalidArgument`]($crate::Error::InvalidArgument) if the lock has no
-            /// `max_hold`; [`Error::Lost`]($crate::Error::Lost) if the hold was lost.
-            ///
-            /// # Cancel safety
-            ///
-            /// Cancel safe: the limit is extended when the call is first polled; only the write
-            /// into the node's data is left undone.
-            pub async fn extend_max_hold(&self) -> $crate::Result<()> {
-                self.hold.extend_max_hold().await
+            /// `max_hold`, or this guard borrows its holder's lock (a call nested in the holder:
+            /// extend from the holder's guard); [`Error::Lost`]($crate::Error::Lost) if the hold
+            /// was lost, or its `max_hold` came before the call.
+            pub fn extend_max_hold(&self) -> $crate::Result<()> {
+                self.hold.extend_max_hold(self.loan.is_some())
             }
 
             /// Whether the lock is still held: not released, and not lost to a session expiry, a

@@ -76,10 +76,19 @@ impl HeldNode {
     }
 
     /// Extends the hold's `max_hold` by its limit from now, tells the metrics and, when the node
-    /// carries zk-lock's holder description, writes the new end into it for `zk-lock inspect`.
-    pub(crate) async fn extend_max_hold(&self) -> Result<()> {
+    /// carries zk-lock's holder description, writes the new end into it (in the background) for
+    /// `zk-lock inspect`. Not a leader's node, whose data Curator reads as its id. `borrowed`:
+    /// asked by the guard of a call nested in the holder, which may not extend the holder's limit.
+    pub(crate) fn extend_max_hold(&self, borrowed: bool) -> Result<()> {
         if let Some(reason) = self.lost_reason() {
             return Err(self.lost_error(reason));
+        }
+        if borrowed {
+            return Err(Error::invalid_argument(
+                self.path(),
+                "this guard borrows its holder's lock (a call nested in the holder); extend the max_hold \
+                 from the holder's guard",
+            ));
         }
         let Some(limit) = self.limit.get() else {
             return Err(Error::invalid_argument(
@@ -87,9 +96,14 @@ impl HeldNode {
                 "this lock has no max_hold to extend; set one with `with_max_hold` or the attribute's `max_hold`",
             ));
         };
-        let ends_at = limit.extend();
+        let Some(ends_at) = limit.extend() else {
+            // The end came: the timer is ending the hold, and tells it lost.
+            return Err(self.lost_error(LostReason::MaxHoldReached { limit: limit.limit() }));
+        };
         self.status.events().max_hold_extended(self.node_path(), limit.limit(), limit.extensions());
-        hold_limit::note_in_node(&self.session.zk, self.node_path(), ends_at).await;
+        if self.recipe != Recipe::Leader {
+            background::spawn(hold_limit::note_in_node(self.session.zk.clone(), self.node_path().clone(), ends_at));
+        }
         Ok(())
     }
 

@@ -4,6 +4,7 @@
 //! cannot extend, so it is still ended within the limit of its last sign of life.
 
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::watch;
@@ -31,11 +32,22 @@ impl HoldLimit {
     }
 
     /// The hold now ends `limit` from now (never sooner than it would have); returns when.
-    pub(crate) fn extend(&self) -> Instant {
-        let extended = Instant::now() + self.limit;
-        self.ends_at.send_modify(|ends_at| *ends_at = (*ends_at).max(extended));
-        self.extensions.fetch_add(1, Ordering::Relaxed);
-        *self.ends_at.borrow()
+    /// `None` if its end has come already: the timer is ending it.
+    pub(crate) fn extend(&self) -> Option<Instant> {
+        let now = Instant::now();
+        let mut extended = None;
+        self.ends_at.send_if_modified(|ends_at| {
+            if *ends_at <= now {
+                return false;
+            }
+            *ends_at = (*ends_at).max(now + self.limit);
+            extended = Some(*ends_at);
+            true
+        });
+        if extended.is_some() {
+            self.extensions.fetch_add(1, Ordering::Relaxed);
+        }
+        extended
     }
 
     /// How many times the limit was extended.
@@ -62,10 +74,11 @@ impl HoldLimit {
 }
 
 /// Writes when the hold of `node` now ends (`ends_at`) into its data, if the data is zk-lock's
-/// holder description (data given with `with_data`, or a leader's id, is left as it is). Best
-/// effort: the extension holds whether or not the write lands, and a write that raced another
-/// (a revocation request) is not repeated.
-pub(super) async fn note_in_node(zk: &zookeeper_client::Client, node: &str, ends_at: Instant) {
+/// holder description (data given with `with_data` is left as it is). Best effort, in the
+/// background: the extension holds whether or not the write lands; a write that raced another
+/// (a revocation request, or a later extension's) is not repeated.
+pub(super) async fn note_in_node(zk: zookeeper_client::Client, node: Arc<str>, ends_at: Instant) {
+    let node = &*node;
     let Ok((data, stat)) = zk.get_data(node).await else { return };
     let Some(mut description) = HolderDescription::parse(&data) else { return };
     let from_now = ends_at.saturating_duration_since(Instant::now());
@@ -86,11 +99,13 @@ mod tests {
         let limit = HoldLimit::starting_now(Duration::from_millis(300));
         let started = Instant::now();
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let ends_at = limit.extend();
+        let ends_at = limit.extend().expect("not ended yet");
         assert!(ends_at >= started + Duration::from_millis(500), "the limit from the extension");
         assert_eq!(limit.extensions(), 1);
         tokio::time::timeout(Duration::from_secs(30), limit.reached()).await.expect("reached");
         assert!(Instant::now() >= ends_at, "not before the extended end");
         assert!(Instant::now() >= started + Duration::from_millis(500));
+        assert_eq!(limit.extend(), None, "an end that has come is not extended");
+        assert_eq!(limit.extensions(), 1);
     }
 }

@@ -58,10 +58,11 @@ impl Recipe {
     }
 
     /// Recipes that may share a lock path have the same family: the read and write sides of one
-    /// read/write lock.
+    /// read/write lock; a mutex and a leader election, which share one queue.
     pub(crate) fn family(self) -> &'static str {
         match self {
             Self::Read | Self::Write => "read/write lock",
+            Self::Mutex | Self::Leader => "mutex",
             other => other.as_str(),
         }
     }

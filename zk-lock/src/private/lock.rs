@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::client::Client;
 use crate::declared::Declaration;
 use crate::engine::QueuePosition;
 use crate::error::Result;
@@ -84,20 +85,26 @@ impl Lock {
     fn target(self, path: Result<String>) -> Result<(LockTarget, Patience)> {
         let patience = Patience::from_now(self.limit);
         let path = path?;
-        Ok((self.target_at(path, 0)?, patience))
+        let client = self.named_client()?;
+        Ok((self.target_at(client.as_ref(), path, 0), patience))
     }
 
-    /// The lock at `path`, declared at the function's `index`th site, on the attribute's client.
-    fn target_at(self, path: String, index: usize) -> Result<LockTarget> {
-        let client = self.client.map(named_client).transpose()?;
-        let mut target = LockTarget::new(client.as_ref(), path).declared_at(self.sites.get(index));
+    /// The client the attribute names, if it names one.
+    fn named_client(self) -> Result<Option<Client>> {
+        self.client.map(named_client).transpose()
+    }
+
+    /// The lock at `path`, declared at the function's `index`th site, on `client` (`None`: the
+    /// default one).
+    fn target_at(self, client: Option<&Client>, path: String, index: usize) -> LockTarget {
+        let mut target = LockTarget::new(client, path).declared_at(self.sites.get(index));
         if let Some(limit) = self.max_hold {
             target.set_max_hold(limit);
         }
         if let Some(report) = self.queue_reports {
             target.set_queue_reports(Arc::new(report));
         }
-        Ok(target)
+        target
     }
 
     /// `#[zk_lock]`.
@@ -175,8 +182,12 @@ impl Lock {
     /// connection of the default client too.
     pub async fn multi(self, paths: Result<Vec<String>>) -> Result<MultiGuard> {
         let patience = Patience::from_now(self.limit);
-        let targets = paths?.into_iter().enumerate().map(|(i, path)| self.target_at(path, i));
-        let members = targets.map(|target| Ok(MultiMember::from(Mutex::on(target?)))).collect::<Result<Vec<_>>>()?;
+        let paths = paths?;
+        let client = self.named_client()?;
+        let members = paths
+            .into_iter()
+            .enumerate()
+            .map(|(i, path)| MultiMember::from(Mutex::on(self.target_at(client.as_ref(), path, i))));
         // The members carry the attribute's max_hold, which a multi-lock counts from the whole grant.
         let lock = MultiLock::from_members(members);
         lock.acquire(patience).await

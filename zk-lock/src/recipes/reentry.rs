@@ -7,6 +7,7 @@
 //! |------------------|-------------------------------------------------------|--------------------------|
 //! | mutex            | a mutex                                               | borrow its hold          |
 //! | leader           | a leader (of the same election)                       | borrow its hold          |
+//! | mutex, leader    | the other one (one queue at one path)                 | refuse: it would wait for itself |
 //! | read             | a reader                                              | borrow its hold          |
 //! | read             | a writer, no reader                                   | downgrade (a read node at the writer's place) |
 //! | write            | a writer                                              | borrow its hold          |
@@ -37,6 +38,11 @@ const WRITE_INSIDE_A_READER: &str = "this code runs inside a holder of the read 
                                      for every reader; release the read lock first (take the write lock first \
                                      to downgrade instead)";
 
+/// Why a mutex inside the leader of an election at the same path (or the reverse) is refused.
+const MUTEX_AND_LEADER: &str = "this code runs inside the holder of a mutex or a leadership at the same path, \
+                                and a mutex and a leader election at one path share one queue: it would wait \
+                                for itself; use one recipe per path";
+
 /// Why a semaphore mutex inside its holder is refused.
 const SEMAPHORE_MUTEX_AGAIN: &str = "this code runs inside the holder of this semaphore mutex, which is not \
                                      re-entrant; release its guard first, or use `Mutex` for a lock that code \
@@ -47,7 +53,14 @@ pub(crate) fn decide(client: &Client, recipe: Recipe, path: &str) -> Reentry {
     let mut holders = scope::enclosing_holders(client.id(), recipe, path);
     let mut take = |wanted: Recipe| holders.iter().position(|(r, _)| *r == wanted).map(|i| holders.swap_remove(i).1);
     match recipe {
-        Recipe::Mutex | Recipe::Leader => take(recipe).map_or(Reentry::Queue, Reentry::Borrow),
+        Recipe::Mutex | Recipe::Leader => {
+            let other = if recipe == Recipe::Mutex { Recipe::Leader } else { Recipe::Mutex };
+            match (take(recipe), take(other)) {
+                (Some(holder), _) => Reentry::Borrow(holder),
+                (None, Some(_)) => Reentry::Refuse(MUTEX_AND_LEADER),
+                (None, None) => Reentry::Queue,
+            }
+        }
         Recipe::Read => match (take(Recipe::Read), take(Recipe::Write)) {
             (Some(reader), _) => Reentry::Borrow(reader),
             (None, Some(writer)) => Reentry::Downgrade(writer),
