@@ -216,3 +216,18 @@ async fn extensions_of_a_max_hold_are_counted() {
     assert_eq!(value(&metrics.render(), "zk_lock_max_hold_extensions_total", template), 3.0, "{}", metrics.render());
     guard.release().await.unwrap();
 }
+
+/// A leader election is counted under `recipe="leader"` (issue 36, point 1).
+#[tokio::test]
+async fn leaderships_are_counted_as_the_leader_recipe() {
+    let metrics = recorder();
+    let client = new_client().await;
+    let election =
+        zk_lock::LeaderElection::with_client(&client, "/it-metrics/leader").with_template("/it-metrics/leader");
+    election.lead().await.unwrap().resign().await.unwrap();
+    let page = settled(metrics).await;
+    let granted = r#"recipe="leader",template="/it-metrics/leader",outcome="granted""#;
+    assert_eq!(value(&page, "zk_lock_acquisitions_total", granted), 1.0, "{page}");
+    let released = r#"recipe="leader",template="/it-metrics/leader",outcome="released""#;
+    assert_eq!(value(&page, "zk_lock_hold_seconds_count", released), 1.0, "{page}");
+}

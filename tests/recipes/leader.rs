@@ -184,3 +184,24 @@ async fn an_annotated_job_whose_leadership_is_lost_is_stopped_and_leads_again_wh
     tokio::time::timeout(PATIENCE, started.notified()).await.expect("the job leads again");
     again.abort();
 }
+
+/// The grant recording records leaderships as mutex grants (a mutex on the wire), in order, with
+/// their tokens, and the history checker finds one leader at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaderships_are_recorded_and_checked_as_mutex_grants() {
+    let path = election_path("recorded");
+    let history = std::sync::Arc::new(zk_lock::testing::History::new());
+    let recording = history.record_grants_under(&path);
+    let (first, second) = (new_client().await, new_client().await);
+    for client in [&first, &second, &first] {
+        let leading = LeaderElection::with_client(client, &path).lead().await.expect("lead");
+        leading.resign().await.expect("resign");
+    }
+    drop(recording);
+    let report = history.check();
+    assert!(report.is_clean(), "{report}");
+    let grants = history.grants();
+    assert_eq!(grants.len(), 3, "{grants:#?}");
+    assert!(grants.iter().all(|grant| grant.kind == zk_lock::testing::GrantKind::Mutex), "{grants:#?}");
+    assert!(grants.windows(2).all(|pair| pair[0].token < pair[1].token && pair[0].end <= pair[1].start));
+}
