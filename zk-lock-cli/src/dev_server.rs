@@ -6,8 +6,6 @@
 //! group of their own, so a Ctrl-C at the terminal reaches only this process, which stops the
 //! server (`SIGTERM`, then `SIGKILL` after ten seconds) and deletes its temporary directory.
 
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::time::Duration;
 
@@ -186,7 +184,7 @@ async fn stop(server: TestingServer, temporary: bool) -> Result<(), CliError> {
 /// before the server's temporary directory (with the log, unless it is in --data-dir) is deleted.
 fn exited(server: TestingServer, temporary: bool) -> CliError {
     let log = server.log_file().to_owned();
-    print_log_tail(&log, &log_tail(&log, LOG_LINES));
+    print_log_tail(&log, &server.log_tail(LOG_LINES));
     drop(server);
     CliError::other(format!(
         "the zookeeper server exited on its own ({}; the end of its log is above)",
@@ -208,26 +206,6 @@ fn log_fate(temporary: bool) -> &'static str {
     match temporary {
         true => "its log went with its temporary directory",
         false => "its log stays",
-    }
-}
-
-/// The last `lines` lines of the file at `path`, reading at most its last 64 KiB.
-fn log_tail(path: &Path, lines: usize) -> String {
-    const MAX_BYTES: u64 = 64 * 1024;
-    let read = || -> std::io::Result<String> {
-        let mut file = File::open(path)?;
-        let len = file.metadata()?.len();
-        file.seek(SeekFrom::Start(len.saturating_sub(MAX_BYTES)))?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
-    };
-    match read() {
-        Ok(text) => {
-            let all: Vec<&str> = text.lines().collect();
-            all[all.len().saturating_sub(lines)..].join("\n")
-        }
-        Err(e) => format!("(cannot read it: {e})"),
     }
 }
 

@@ -221,6 +221,15 @@ impl TestingServer {
         &self.log
     }
 
+    /// The last `lines` lines of the server's log, from its last start on (what a start error
+    /// quotes), or of the whole log if it never ran.
+    pub fn log_tail(&self, lines: usize) -> String {
+        match self.lock().as_ref() {
+            Some(process) => process.log_tail(lines),
+            None => super::process::log_tail(&self.log, 0, lines),
+        }
+    }
+
     /// The pid of the server's JVM while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.lock().as_mut().and_then(JvmProcess::pid)
