@@ -59,9 +59,8 @@ impl LeaderElection {
     /// `host=.. pid=.. task=..`): what [`leader`](Self::leader), `participants` and
     /// `zk-lock inspect` show of the leader.
     #[must_use]
-    pub fn with_id(mut self, id: impl Into<String>) -> Self {
-        self.target.set_data(id.into().into_bytes());
-        self
+    pub fn with_id(self, id: impl Into<String>) -> Self {
+        self.with_data(id.into())
     }
 
     /// Waits until this participant leads, for at most the client's default timeout (none
