@@ -9,11 +9,13 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tokio::time::{timeout, Instant};
-use zk_lock::testing::{children, Proxy};
+use zk_lock::testing::children;
 use zk_lock::{Client, Error, LostReason, Mutex, MutexGuard, RwLock, Semaphore, SharedCount};
 
 use crate::support::kazoo::{KazooLock, Recipe};
-use crate::support::{client_with_session_timeout, new_client, queue_of, server, unique_name, PATIENCE};
+use crate::support::{
+    behind_a_proxy, client_with_session_timeout, new_client, queue_of, server, unique_name, PATIENCE,
+};
 
 /// Long, so that a grant within a fraction of it can only come from the close.
 const LONG_SESSION: Duration = Duration::from_secs(20);
@@ -26,18 +28,6 @@ fn lock_path(name: &str) -> String {
 fn waiting_for(client: &Client, path: &str) -> JoinHandle<zk_lock::Result<MutexGuard>> {
     let (client, path) = (client.clone(), path.to_owned());
     tokio::spawn(async move { Mutex::with_client(&client, path).lock_timeout(PATIENCE).await })
-}
-
-/// A client whose link to the shared server goes through a proxy the test can cut.
-async fn behind_a_proxy(session_timeout: Duration) -> (Proxy, Client) {
-    let proxy = Proxy::start(server().connect_string()).expect("start proxy");
-    let client = Client::builder(proxy.connect_string())
-        .session_timeout(session_timeout)
-        .connect_timeout(PATIENCE)
-        .connect()
-        .await
-        .expect("connect through the proxy");
-    (proxy, client)
 }
 
 #[tokio::test]

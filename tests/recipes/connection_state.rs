@@ -10,10 +10,9 @@ use std::time::Duration;
 
 use futures::FutureExt;
 
-use zk_lock::testing::Proxy;
-use zk_lock::{Client, ConnectionState, ConnectionStates, Error, LostReason, Mutex};
+use zk_lock::{ConnectionState, ConnectionStates, Error, LostReason, Mutex};
 
-use crate::support::{server, unique_name, PATIENCE};
+use crate::support::{behind_a_proxy, unique_name, PATIENCE};
 
 /// The next change, which must come within the tests' patience.
 async fn next_change(states: &mut ConnectionStates) -> ConnectionState {
@@ -21,22 +20,11 @@ async fn next_change(states: &mut ConnectionStates) -> ConnectionState {
     next.expect("a change of connection state within the patience").expect("the client is not closed")
 }
 
-/// A client of the shared server through a proxy of its own.
-async fn client_behind_a_proxy(session_timeout: Duration) -> (Client, Proxy) {
-    let proxy = Proxy::start(server().connect_string()).expect("start a proxy");
-    let client = Client::builder(proxy.connect_string())
-        .session_timeout(session_timeout)
-        .connect()
-        .await
-        .expect("connect through the proxy");
-    (client, proxy)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_cut_is_suspended_then_reconnected_and_the_lock_is_kept() {
     // A 6 s session: zookeeper-client gives a silent server up after 1.8 s, and the locks are
     // lost 4.8 s after the last proof of renewal; the heal comes as soon as the cut is seen.
-    let (client, proxy) = client_behind_a_proxy(Duration::from_secs(6)).await;
+    let (proxy, client) = behind_a_proxy(Duration::from_secs(6)).await;
     let guard = Mutex::with_client(&client, format!("/it-connection-state/{}", unique_name("flap")))
         .lock()
         .await
@@ -60,7 +48,7 @@ async fn a_short_cut_is_suspended_then_reconnected_and_the_lock_is_kept() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_past_the_bound_is_lost_and_ready_opens_a_new_session_once_the_server_is_back() {
-    let (client, proxy) = client_behind_a_proxy(Duration::from_secs(2)).await;
+    let (proxy, client) = behind_a_proxy(Duration::from_secs(2)).await;
     let path = format!("/it-connection-state/{}", unique_name("lost"));
     let guard = Mutex::with_client(&client, &path).lock().await.expect("take the lock");
     let old_session = client.zookeeper().session_id();
@@ -89,7 +77,7 @@ async fn a_cut_past_the_bound_is_lost_and_ready_opens_a_new_session_once_the_ser
 
 #[tokio::test]
 async fn a_closed_client_is_closed_and_its_changes_end() {
-    let (client, _proxy) = client_behind_a_proxy(Duration::from_secs(10)).await;
+    let (_proxy, client) = behind_a_proxy(Duration::from_secs(10)).await;
     let mut states = client.connection_states();
     client.close().await;
     assert_eq!(client.connection_state(), ConnectionState::Closed);

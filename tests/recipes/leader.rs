@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Notify;
-use zk_lock::{zk_leader, Client, Error, LeaderElection, LostReason};
+use zk_lock::{zk_leader, Error, LeaderElection, LostReason};
 
-use crate::support::{new_client, queue_of, server, unique_name, PATIENCE};
+use crate::support::{install, new_client, queue_of, server, unique_name, PATIENCE};
 
 fn election_path(name: &str) -> String {
     format!("/it-leader/{}", unique_name(name))
@@ -128,10 +128,6 @@ async fn job_b(run: u64, started: Arc<Notify>, stop: Arc<Notify>) -> Result<i64,
     started.notify_one();
     stop.notified().await;
     Ok(leading.fencing_token())
-}
-
-async fn install(name: &str) -> Client {
-    Client::builder(server().connect_string()).install_as(name).await.expect("install a named client")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

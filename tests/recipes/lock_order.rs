@@ -10,14 +10,9 @@
 use std::future::Future;
 
 use zk_lock::lock_order::{check_lock_order, lock_order, set_lock_order_checking, LockOrderCycle, LockOrderEdge};
-use zk_lock::{zk_lock, zk_multi_lock, zk_read_lock, zk_write_lock, Client, Error, Mutex};
+use zk_lock::{zk_lock, zk_multi_lock, zk_read_lock, zk_write_lock, Error, Mutex};
 
-use crate::support::{server, PATIENCE};
-
-/// Installs a client of the shared server under `name`, for `client = "<name>"`.
-async fn install(name: &str) -> Client {
-    Client::builder(server().connect_string()).install_as(name).await.expect("install a named client")
-}
+use crate::support::{install, PATIENCE};
 
 /// Runs `call` in a task of its own, bounded, and returns what it returned.
 async fn in_a_task<T: Send + 'static>(call: impl Future<Output = T> + Send + 'static) -> T {

@@ -1,6 +1,6 @@
 //! `queue_reports = f` on the attributes (issue 36): an annotated call that waits is told its
 //! place in line and who holds the lock, as `with_queue_reports` tells a caller of the API
-//! (`queue_position`); a call without the key is told nothing. The reports come from the
+//! (`queue_position`). The reports come from the
 //! waiting itself, so every wait below is on ZooKeeper's state (`queue_of`) or on a report.
 //!
 //! The key takes a `fn(&QueuePosition)`: one function for all the annotated functions here,
@@ -9,9 +9,9 @@
 use std::sync::{LazyLock, Mutex as StdMutex};
 
 use tokio::sync::Notify;
-use zk_lock::{zk_lock, zk_multi_lock, zk_read_lock, zk_write_lock, Client, Error, Mutex, QueuePosition, RwLock};
+use zk_lock::{zk_lock, zk_multi_lock, zk_read_lock, zk_write_lock, Error, Mutex, QueuePosition, RwLock};
 
-use crate::support::{new_client, node_name, queue_of, server, unique_name, PATIENCE};
+use crate::support::{install, new_client, node_name, unique_name, PATIENCE};
 
 /// Every report of the annotated functions below, in the order they came.
 static REPORTS: StdMutex<Vec<QueuePosition>> = StdMutex::new(Vec::new());
@@ -44,11 +44,6 @@ async fn first_report_for(path: &str) -> QueuePosition {
         }
     };
     tokio::time::timeout(PATIENCE, first).await.unwrap_or_else(|_| panic!("no report about `{path}` in {PATIENCE:?}"))
-}
-
-/// Installs a client of the shared server under `name`, for `client = "<name>"`.
-async fn install(name: &str) -> Client {
-    Client::builder(server().connect_string()).install_as(name).await.expect("install a named client")
 }
 
 /// Bounds a call that should finish once the holder let go.
@@ -96,31 +91,6 @@ async fn an_annotated_call_behind_a_holder_is_told_its_place_and_the_holder() {
     assert!(node.starts_with(&format!("{path}/_c_")), "{node}");
     // Granted by the holder's release, without another report.
     assert_eq!(reports_for(&path), [told]);
-}
-
-// --- no key: no report -------------------------------------------------------------------------
-
-#[zk_lock(path = "/it-macro-queue-reports/<run>", client = "macro-queue-reports-silent")]
-async fn silent(run: String) -> Result<(), Error> {
-    let _ = run;
-    Ok(())
-}
-
-#[tokio::test]
-async fn an_annotated_call_without_the_key_is_told_nothing() {
-    let observer = install("macro-queue-reports-silent").await;
-    let run = unique_name("silent");
-    let path = format!("/it-macro-queue-reports/{run}");
-    let other = new_client().await;
-    let holder = Mutex::with_client(&other, &path).lock().await.unwrap();
-
-    let call = tokio::spawn(silent(run));
-    // It waits behind the holder, next in line: with the key it would be told so.
-    queue_of(&observer, &path, 2).await;
-    holder.release().await.unwrap();
-    bounded("the silent call", call).await.unwrap();
-    // A report is made inside the acquisition, before its grant: none was.
-    assert_eq!(reports_for(&path), []);
 }
 
 // --- #[zk_read_lock], #[zk_write_lock] ---------------------------------------------------------

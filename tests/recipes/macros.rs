@@ -11,21 +11,16 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use zk_lock::testing::{children, wait_for_children};
 use zk_lock::{
-    named_client, zk_lock, zk_multi_lock, zk_read_lock, zk_semaphore, zk_write_lock, Client, Error, LostReason, Mutex,
+    named_client, zk_lock, zk_multi_lock, zk_read_lock, zk_semaphore, zk_write_lock, Error, LostReason, Mutex,
     MutexGuard,
 };
 
-use crate::support::{new_client, server, PATIENCE};
+use crate::support::{install, new_client, server, PATIENCE};
 
 /// The expansion under `clippy::pedantic` and `unused_qualifications`, with decoy `core` and
 /// `std` modules (also a trybuild pass case).
 #[path = "../ui/pass/lints-and-decoys.rs"]
 mod lints;
-
-/// Installs a client of the shared server under `name`, for `client = "<name>"`.
-async fn install(name: &str) -> Client {
-    Client::builder(server().connect_string()).install_as(name).await.expect("install a named client")
-}
 
 /// Bounds a future that should finish, so that a broken lock fails the test instead of hanging it.
 async fn bounded<F: std::future::Future>(what: &str, future: F) -> F::Output {

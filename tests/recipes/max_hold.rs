@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use zk_lock::testing::{History, Outcome};
 use zk_lock::{zk_lock, Client, Error, LostReason, MultiLock, Mutex, RwLock, Semaphore};
 
-use crate::support::{new_client, server, PATIENCE};
+use crate::support::{new_client, queue_of, server, PATIENCE};
 
 const PATH: &str = "/it-max-hold";
 const LIMIT: Duration = Duration::from_millis(800);
@@ -298,6 +298,7 @@ async fn an_extended_hold_outlives_its_limit_and_ends_a_limit_after_the_last_ext
     let guard = Mutex::with_client(&client, &path).with_max_hold(LIMIT).lock().await.unwrap();
     let granted = Instant::now();
     let waiter = wait_on(&other, &path);
+    queue_of(&other, &path, 2).await;
     let mut last_extension = granted;
     while granted.elapsed() < LIMIT * 3 / 2 {
         tokio::time::sleep(Duration::from_millis(300)).await;

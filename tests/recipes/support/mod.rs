@@ -23,6 +23,24 @@ pub fn server() -> &'static TestingServer {
     shared_server()
 }
 
+/// Installs a client of the shared server under `name`, for `client = "<name>"` (a name of the
+/// test's own: the tests run in parallel in one process).
+pub async fn install(name: &str) -> Client {
+    Client::builder(server().connect_string()).install_as(name).await.expect("install a named client")
+}
+
+/// A new client of the shared server through a proxy of its own, which the test cuts and heals.
+pub async fn behind_a_proxy(session_timeout: Duration) -> (zk_lock::testing::Proxy, Client) {
+    let proxy = zk_lock::testing::Proxy::start(server().connect_string()).expect("start a proxy");
+    let client = Client::builder(proxy.connect_string())
+        .session_timeout(session_timeout)
+        .connect_timeout(PATIENCE)
+        .connect()
+        .await
+        .expect("connect through the proxy");
+    (proxy, client)
+}
+
 /// A new client (its own session) of the shared server.
 pub async fn new_client() -> Client {
     client_with_session_timeout(Duration::from_secs(10)).await
